@@ -1,0 +1,41 @@
+# Entry points. Everything runs from the project's own pinned .venv and node_modules.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+export PATH := $(CURDIR)/.venv/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+export CDK_DISABLE_VERSION_CHECK := true
+export PYTHONUNBUFFERED := 1
+
+# Configuration environment (an `environments:` key of project.yaml) and recovery mode for `make submit`.
+ENV ?= default
+MODE ?= inprocess-ft
+DEMO_DIR ?= runs/demo
+
+.PHONY: setup synth demo test lint submit bench clean
+
+setup:
+	@scripts/setup.sh
+
+synth: setup
+	@scripts/synth.sh $(ENV)
+
+demo: synth
+	@echo "== demo: fault-injected training on local CPU workers -> $(DEMO_DIR) =="
+	python -m training.local --run-dir $(DEMO_DIR) --env $(ENV) --fresh
+	python -m training.report $(DEMO_DIR)
+
+test: setup
+	ruff check .
+	ruff format --check .
+	python -m pytest
+
+lint: setup
+	ruff check .
+	ruff format --check .
+
+submit: setup
+	@scripts/submit.sh $(ENV) $(MODE)
+
+clean:
+	rm -rf cdk.out dist runs .pytest_cache .ruff_cache

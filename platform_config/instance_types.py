@@ -1,0 +1,126 @@
+"""The GPU instance-type table shared by the CDK node group and the cdk8s training charts.
+
+Every per-instance number the stack needs (GPUs, EFA network cards, what a training pod may
+request) lives here once. The CDK launch template computes its network interfaces from
+``network_interfaces()``; the charts compute pod resources from the same row, so the two
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NetworkInterfaceSpec:
+    """One entry of a launch template's ``NetworkInterfaces`` list."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: str  # "interface" (ENA), "efa" (ENA + EFA) or "efa-only"
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """Facts about one GPU instance type.
+
+    ``pod_cpu`` / ``pod_memory_gib`` are what one training pod requests when it takes the whole
+    node: the instance's vCPUs and memory minus headroom for the kubelet, system daemons and the
+    device plugins.
+    """
+
+    name: str
+    family: str
+    gpu_model: str
+    gpus: int
+    gpu_memory_gib: int
+    vcpus: int
+    memory_gib: int
+    efa_cards: int
+    local_nvme: bool
+    pod_cpu: int
+    pod_memory_gib: int
+    hugepages_2mi_gib: int = 5  # the EFA driver preallocates 5128 x 2 MiB; pods ask for 5120Mi
+    gpudirect_rdma: bool = True  # FI_EFA_USE_DEVICE_RDMA=1
+
+    def network_interfaces(self) -> list[NetworkInterfaceSpec]:
+        """Launch-template interfaces: card 0 carries the primary ENA+EFA interface
+        (device index 0); every other card carries one EFA-only interface (device index 1,
+        the layout terraform-aws-eks uses and VPC CNI >= 1.18.5 understands)."""
+        cards = [NetworkInterfaceSpec(0, 0, "efa")]
+        cards += [NetworkInterfaceSpec(i, 1, "efa-only") for i in range(1, self.efa_cards)]
+        return cards
+
+    @property
+    def efa_device_count(self) -> int:
+        """EFA devices the device plugin advertises as ``vpc.amazonaws.com/efa``."""
+        return self.efa_cards
+
+
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    t.name: t
+    for t in (
+        InstanceType(
+            name="p5.48xlarge",
+            family="p5",
+            gpu_model="H100",
+            gpus=8,
+            gpu_memory_gib=80,
+            vcpus=192,
+            memory_gib=2048,
+            efa_cards=32,
+            local_nvme=True,
+            pod_cpu=184,
+            pod_memory_gib=1900,
+        ),
+        InstanceType(
+            name="p5e.48xlarge",
+            family="p5",
+            gpu_model="H200",
+            gpus=8,
+            gpu_memory_gib=141,
+            vcpus=192,
+            memory_gib=2048,
+            efa_cards=32,
+            local_nvme=True,
+            pod_cpu=184,
+            pod_memory_gib=1900,
+        ),
+        InstanceType(
+            name="p5en.48xlarge",
+            family="p5",
+            gpu_model="H200",
+            gpus=8,
+            gpu_memory_gib=141,
+            vcpus=192,
+            memory_gib=2048,
+            efa_cards=16,
+            local_nvme=True,
+            pod_cpu=184,
+            pod_memory_gib=1900,
+        ),
+        InstanceType(
+            name="p4de.24xlarge",
+            family="p4",
+            gpu_model="A100-80GB",
+            gpus=8,
+            gpu_memory_gib=80,
+            vcpus=96,
+            memory_gib=1152,
+            efa_cards=4,
+            local_nvme=True,
+            pod_cpu=90,
+            pod_memory_gib=1050,
+        ),
+    )
+}
+
+
+def instance_type(name: str) -> InstanceType:
+    """The table row for ``name``; a clear error lists the supported types."""
+    try:
+        return INSTANCE_TYPES[name]
+    except KeyError:
+        raise ValueError(
+            f"instance type {name!r} is not in the instance-type table; allowed: {', '.join(sorted(INSTANCE_TYPES))}"
+        ) from None

@@ -1,0 +1,85 @@
+"""Load ``project.yaml`` with per-environment overrides into a validated :class:`ProjectConfig`."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from platform_config.schema import ProjectConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_PATH = REPO_ROOT / "project.yaml"
+ENV_VAR = "PROJECT_ENV"
+
+
+class ConfigError(ValueError):
+    """A configuration file that does not validate; the message names every bad field."""
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` merged into a copy of ``base``; nested mappings merge, everything else replaces."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _format(err: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration ({source}):"]
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "<root>"
+        value = e.get("input")
+        shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
+        lines.append(f"  - {field}: {e['msg'].removeprefix('Value error, ')} (got {shown})")
+    return "\n".join(lines)
+
+
+def config_from_dict(data: dict[str, Any], env: str = "default", source: str = "<dict>") -> ProjectConfig:
+    """Validate ``data`` (a parsed project.yaml) after applying ``environments.<env>``."""
+    data = dict(data or {})
+    environments = data.pop("environments", {}) or {}
+    if env != "default":
+        if env not in environments:
+            raise ConfigError(
+                f"invalid configuration ({source}): environment {env!r} is not defined; "
+                f"allowed: default, {', '.join(sorted(environments)) or '(none)'}"
+            )
+        data = deep_merge(data, environments[env] or {})
+    try:
+        return ProjectConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format(err, f"{source}, environment {env!r}")) from None
+
+
+def load_config(path: str | os.PathLike[str] | None = None, env: str | None = None) -> ProjectConfig:
+    """Load and validate the project configuration.
+
+    ``path`` defaults to ``project.yaml`` at the repository root; ``env`` defaults to
+    ``$PROJECT_ENV`` or ``default`` (the file without overrides). JSON files (the resolved
+    config shipped to pods) load the same way.
+    """
+    p = Path(path) if path is not None else DEFAULT_CONFIG_PATH
+    env = env or os.environ.get(ENV_VAR) or "default"
+    if not p.is_file():
+        raise ConfigError(f"configuration file {p} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"configuration file {p} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"configuration file {p} must hold a mapping at the top level")
+    return config_from_dict(data, env=env, source=str(p))
+
+
+def resolved_json(cfg: ProjectConfig) -> str:
+    """The fully resolved configuration as canonical JSON (what the ConfigMap ships to pods)."""
+    return json.dumps(cfg.model_dump(mode="json"), indent=2, sort_keys=True)

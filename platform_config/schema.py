@@ -1,0 +1,459 @@
+"""Typed schema of ``project.yaml``: the single source of truth for all three layers.
+
+The CDK app (``stacks/``), the cdk8s app (``charts/``) and the training launcher
+(``training/``) all read a :class:`ProjectConfig`. Every field has a documented default;
+validation happens on load and errors name the field, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from platform_config.instance_types import INSTANCE_TYPES
+
+MIN_KUBERNETES_VERSION = (1, 28)
+#: Newest Kubernetes minor that the pinned aws-cdk-lib (2.275.0) knows (``KubernetesVersion.V1_36``).
+DEFAULT_KUBERNETES_VERSION = "1.36"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class CapacityType(StrEnum):
+    """How GPU capacity is bought."""
+
+    ON_DEMAND = "on-demand"
+    CAPACITY_RESERVATION = "capacity-reservation"  # an On-Demand Capacity Reservation (ODCR)
+    CAPACITY_BLOCK = "capacity-block"  # EC2 Capacity Block for ML
+
+
+class RecoveryMode(StrEnum):
+    """The comparison set of the seed article; each maps to a fixed set of layers."""
+
+    SYNC_CKPT = "sync-ckpt"  # synchronous checkpoints, no NVRx restart layer
+    ASYNC_CKPT = "async-ckpt"  # asynchronous checkpoints, no NVRx restart layer
+    INPROCESS = "inprocess"  # in-process restart (soft faults) + async checkpoints
+    FT_LAUNCHER = "ft-launcher"  # ft_launcher in-job restart (hard faults) + async checkpoints
+    INPROCESS_FT = "inprocess-ft"  # both NVRx layers + async checkpoints
+    K8S_ONLY = "k8s-only"  # Kubernetes restarts the pod; no NVRx at all
+
+
+class ModeLayers(_Strict):
+    """What a :class:`RecoveryMode` turns on."""
+
+    checkpoint_mode: Literal["sync", "async"]
+    inprocess: bool
+    ft_launcher: bool
+
+
+MODE_LAYERS: dict[RecoveryMode, ModeLayers] = {
+    RecoveryMode.SYNC_CKPT: ModeLayers(checkpoint_mode="sync", inprocess=False, ft_launcher=False),
+    RecoveryMode.ASYNC_CKPT: ModeLayers(checkpoint_mode="async", inprocess=False, ft_launcher=False),
+    RecoveryMode.INPROCESS: ModeLayers(checkpoint_mode="async", inprocess=True, ft_launcher=False),
+    RecoveryMode.FT_LAUNCHER: ModeLayers(checkpoint_mode="async", inprocess=False, ft_launcher=True),
+    RecoveryMode.INPROCESS_FT: ModeLayers(checkpoint_mode="async", inprocess=True, ft_launcher=True),
+    RecoveryMode.K8S_ONLY: ModeLayers(checkpoint_mode="async", inprocess=False, ft_launcher=False),
+}
+
+
+class AwsConfig(_Strict):
+    """Where the stack is deployed."""
+
+    account: str | None = Field(
+        default=None, description="12-digit account id; None = the CLI's default account at deploy time."
+    )
+    region: str = "us-east-1"
+    availability_zone: str = Field(
+        default="us-east-1a", description="AZ that holds the GPU capacity; GPU nodes and FSx live here."
+    )
+
+    @field_validator("account")
+    @classmethod
+    def _account(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"\d{12}", v):
+            raise ValueError("must be a 12-digit AWS account id or null")
+        return v
+
+    @model_validator(mode="after")
+    def _az_in_region(self) -> AwsConfig:
+        if not self.availability_zone.startswith(self.region) or len(self.availability_zone) != len(self.region) + 1:
+            raise ValueError(
+                f"availability_zone {self.availability_zone!r} is not an AZ of region {self.region!r} "
+                f"(expected e.g. {self.region}a)"
+            )
+        return self
+
+
+class NetworkConfig(_Strict):
+    """Either a new VPC (``vpc_id`` unset) or an existing one imported by id (no lookups)."""
+
+    vpc_id: str | None = None
+    vpc_cidr: str = "10.0.0.0/16"
+    #: Existing private subnets: id -> AZ. Required with ``vpc_id``; no synth-time lookups.
+    private_subnets: dict[str, str] = Field(default_factory=dict)
+    #: Route-table id per existing subnet id (optional; CDK warns without it).
+    route_tables: dict[str, str] = Field(default_factory=dict)
+    #: The subnet (one of ``private_subnets``) for GPU nodes and FSx; must be in ``aws.availability_zone``.
+    gpu_subnet_id: str | None = None
+    nat_gateways: int = Field(default=1, ge=1, le=3)
+
+    @model_validator(mode="after")
+    def _existing(self) -> NetworkConfig:
+        if self.vpc_id is None:
+            if self.private_subnets or self.gpu_subnet_id:
+                raise ValueError("private_subnets/gpu_subnet_id need vpc_id (an existing VPC)")
+            return self
+        if not self.private_subnets:
+            raise ValueError("vpc_id is set, so private_subnets (subnet id -> AZ) is required")
+        if self.gpu_subnet_id not in self.private_subnets:
+            raise ValueError(
+                f"gpu_subnet_id {self.gpu_subnet_id!r} must be one of private_subnets "
+                f"({', '.join(self.private_subnets)})"
+            )
+        return self
+
+
+class ClusterConfig(_Strict):
+    """The EKS control plane."""
+
+    name: str = Field(default="fsdp-resilience", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,99}$")
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+    endpoint_access: Literal["private", "public"] = "public"
+    #: CIDRs allowed to reach a public endpoint. Empty with ``public`` is rejected.
+    public_access_cidrs: list[str] = Field(default_factory=lambda: ["203.0.113.0/24"])
+    #: IAM principal ARN given cluster-admin through an access entry (None = none).
+    admin_principal_arn: str | None = None
+    system_node_instance_type: str = "m6i.xlarge"
+    system_node_count: int = Field(default=2, ge=1, le=10)
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        m = re.fullmatch(r"1\.(\d+)", v)
+        if not m:
+            raise ValueError("must look like '1.NN'")
+        if (1, int(m.group(1))) < MIN_KUBERNETES_VERSION:
+            raise ValueError(f"must be 1.28 or newer (default {DEFAULT_KUBERNETES_VERSION})")
+        if (1, int(m.group(1))) > (1, int(DEFAULT_KUBERNETES_VERSION.split(".")[1])):
+            raise ValueError(f"the pinned aws-cdk-lib supports up to {DEFAULT_KUBERNETES_VERSION}")
+        return v
+
+    @model_validator(mode="after")
+    def _cidrs(self) -> ClusterConfig:
+        if self.endpoint_access == "public" and not self.public_access_cidrs:
+            raise ValueError("endpoint_access 'public' needs at least one public_access_cidrs entry")
+        return self
+
+    @property
+    def minor(self) -> int:
+        return int(self.kubernetes_version.split(".")[1])
+
+
+class CapacityConfig(_Strict):
+    """How the GPU node group gets instances."""
+
+    type: CapacityType = CapacityType.ON_DEMAND
+    reservation_id: str | None = Field(default=None, description="cr-... for capacity-reservation / capacity-block")
+
+    @model_validator(mode="after")
+    def _reservation(self) -> CapacityConfig:
+        needs = self.type in (CapacityType.CAPACITY_RESERVATION, CapacityType.CAPACITY_BLOCK)
+        if needs and not (self.reservation_id and re.fullmatch(r"cr-[0-9a-f]{8,17}", self.reservation_id)):
+            raise ValueError(f"capacity type {self.type.value!r} needs reservation_id like 'cr-0123456789abcdef0'")
+        if not needs and self.reservation_id:
+            raise ValueError("reservation_id is only allowed with capacity-reservation or capacity-block")
+        return self
+
+
+class GpuNodesConfig(_Strict):
+    """The self-managed GPU node group and the training pods placed on it."""
+
+    instance_type: str = "p5.48xlarge"
+    node_count: int = Field(default=2, ge=1, le=512, description="desired nodes = training pods")
+    min_nodes: int = Field(default=0, ge=0)
+    max_nodes: int = Field(default=2, ge=1)
+    capacity: CapacityConfig = Field(default_factory=CapacityConfig)
+    root_volume_gib: int = Field(default=500, ge=100, le=16384)
+    node_labels: dict[str, str] = Field(default_factory=lambda: {"workload": "training", "node-group": "gpu-efa"})
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in INSTANCE_TYPES:
+            raise ValueError(f"not in the instance-type table; allowed: {', '.join(sorted(INSTANCE_TYPES))}")
+        return v
+
+    @model_validator(mode="after")
+    def _bounds(self) -> GpuNodesConfig:
+        if not self.min_nodes <= self.node_count <= self.max_nodes:
+            raise ValueError(
+                "need min_nodes <= node_count <= max_nodes, got "
+                f"{self.min_nodes} <= {self.node_count} <= {self.max_nodes}"
+            )
+        return self
+
+
+class StorageConfig(_Strict):
+    """FSx for Lustre SCRATCH_2 for checkpoints and data."""
+
+    fsx_capacity_gib: int = 1200
+    lustre_version: Literal["2.15"] = "2.15"
+    mount_path: str = "/checkpoints"
+    #: Static PersistentVolume / PersistentVolumeClaim names (PV made by the CDK app, claim used by the charts).
+    pv_name: str = "fsx-lustre-pv"
+    pvc_name: str = "fsx-lustre"
+
+    @field_validator("fsx_capacity_gib")
+    @classmethod
+    def _capacity(cls, v: int) -> int:
+        if v != 1200 and (v < 2400 or v % 2400):
+            raise ValueError("SCRATCH_2 allows 1200, 2400, then multiples of 2400 GiB")
+        return v
+
+
+class ImageConfig(_Strict):
+    """The training container image (built from training/Dockerfile as a CDK asset)."""
+
+    #: AWS Deep Learning Container for PyTorch (carries EFA, aws-ofi-nccl); the account hosts the public DLCs.
+    base_image: str = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.9.0-gpu-py312-ec2"
+    nvrx_version: str = "0.7.0"
+    #: ECR repository the training image is published to.
+    repository_name: str = "fsdp-training"
+    #: Use a prebuilt image instead of the CDK asset (None = build the asset).
+    uri_override: str | None = None
+
+
+class HelmConfig(_Strict):
+    """Pinned Helm chart versions."""
+
+    nvidia_device_plugin: str = "0.19.3"
+    efa_device_plugin: str = "0.5.10"
+
+    @field_validator("nvidia_device_plugin")
+    @classmethod
+    def _nvidia(cls, v: str) -> str:
+        if _semver(v) < (0, 19, 3):
+            raise ValueError("must be >= 0.19.3 (0.19.0-0.19.2 enable MOFED, which conflicts with the EFA plugin)")
+        return v
+
+    @field_validator("efa_device_plugin")
+    @classmethod
+    def _efa(cls, v: str) -> str:
+        if _semver(v) < (0, 5, 10):
+            raise ValueError("must be >= 0.5.10")
+        return v
+
+
+class ObservabilityConfig(_Strict):
+    """CloudWatch metrics and alarms."""
+
+    emf_metrics: bool = False  # training prints CloudWatch embedded-metric-format lines
+    metric_namespace: str = "FsdpResilience"
+    alarm_restarts_per_window: int = Field(default=3, ge=1)
+    alarm_window_minutes: int = Field(default=30, ge=1)
+    alarm_stale_checkpoint_minutes: int = Field(default=60, ge=1)
+
+
+class KubernetesJobConfig(_Strict):
+    """The training Job's Kubernetes settings."""
+
+    namespace: str = "training"
+    job_name: str = "fsdp-train"
+    service_account: str = "training"
+    mode: RecoveryMode = RecoveryMode.INPROCESS_FT
+    rendezvous_port: int = Field(default=29500, ge=1024, le=65535)
+    inprocess_store_port: int = Field(default=29600, ge=1024, le=65535)
+    backoff_limit: int = Field(default=3, ge=0, description="pod replacements for node loss / disruption")
+    ttl_seconds_after_finished: int = Field(default=86400, ge=0)
+    shm_size_gib: int = Field(default=64, ge=1)
+
+    @model_validator(mode="after")
+    def _ports(self) -> KubernetesJobConfig:
+        if self.inprocess_store_port == self.rendezvous_port:
+            raise ValueError("inprocess_store_port must differ from rendezvous_port")
+        return self
+
+
+class ModelConfig(_Strict):
+    """The Llama-style decoder."""
+
+    size: Literal["tiny", "small", "1b", "llama3-8b"] = "tiny"
+    hf_checkpoint: str | None = None  # optional Hugging Face weights (needs transformers + weights)
+
+
+class TrainConfig(_Strict):
+    """Optimisation hyper-parameters."""
+
+    steps: int = Field(default=200, ge=1)
+    seq_len: int = Field(default=128, ge=8)
+    micro_batch_size: int = Field(default=4, ge=1)
+    lr: float = Field(default=3e-3, gt=0)
+    min_lr: float = Field(default=3e-4, ge=0)
+    warmup_steps: int = Field(default=20, ge=0)
+    weight_decay: float = Field(default=0.1, ge=0)
+    grad_clip: float = Field(default=1.0, gt=0)
+    seed: int = 1234
+    eval_interval: int = Field(default=50, ge=0, description="0 = no evaluation")
+    eval_batches: int = Field(default=2, ge=1)
+    data_dir: str | None = Field(default=None, description="tokenized shards; None = generate the offline corpus")
+
+
+class CheckpointConfig(_Strict):
+    """Checkpoint cadence and retention (mode comes from the recovery mode)."""
+
+    interval_steps: int = Field(default=25, ge=1)
+    keep_last: int = Field(default=3, ge=1)
+    #: Root directory for checkpoints; None = ``<run_dir>/checkpoints`` locally, the FSx mount on Kubernetes.
+    dir: str | None = None
+
+
+class InprocessConfig(_Strict):
+    """NVRx in-process restart timeouts (soft < hard < barrier, enforced)."""
+
+    soft_timeout_s: float = Field(default=20.0, gt=0)
+    hard_timeout_s: float = Field(default=30.0, gt=0)
+    heartbeat_interval_s: float = Field(default=2.0, gt=0)
+    heartbeat_timeout_s: float = Field(default=30.0, gt=0)
+    barrier_timeout_s: float = Field(default=60.0, gt=0)
+    completion_timeout_s: float = Field(default=60.0, gt=0)
+    max_iterations: int = Field(default=8, ge=1)
+    min_world_size: int = Field(default=1, ge=1)
+    gloo_timeout_s: float = Field(default=10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _order(self) -> InprocessConfig:
+        if not self.soft_timeout_s < self.hard_timeout_s < self.barrier_timeout_s:
+            raise ValueError(
+                "NVRx needs soft_timeout_s < hard_timeout_s < barrier_timeout_s, got "
+                f"{self.soft_timeout_s} / {self.hard_timeout_s} / {self.barrier_timeout_s}"
+            )
+        if self.heartbeat_interval_s >= self.heartbeat_timeout_s:
+            raise ValueError("heartbeat_interval_s must be below heartbeat_timeout_s")
+        return self
+
+
+class FtLauncherConfig(_Strict):
+    """NVRx fault-tolerance launcher (ft_launcher) settings."""
+
+    initial_rank_heartbeat_timeout_s: float = Field(default=120.0, gt=0)
+    rank_heartbeat_timeout_s: float = Field(default=60.0, gt=0)
+    section_timeouts_s: dict[str, float] = Field(
+        default_factory=lambda: {"setup": 300.0, "step": 120.0, "checkpoint": 300.0}
+    )
+    rank_out_of_section_timeout_s: float = Field(default=300.0, gt=0)
+    max_restarts: int = Field(default=5, ge=0)
+    #: Exit code meaning "retries exhausted / unrecoverable": the Job fails at once, no pod restart.
+    unrecoverable_exit_code: int = Field(default=42, ge=1, le=255)
+
+    @field_validator("section_timeouts_s")
+    @classmethod
+    def _sections(cls, v: dict[str, float]) -> dict[str, float]:
+        missing = {"setup", "step", "checkpoint"} - set(v)
+        if missing:
+            raise ValueError(f"needs sections setup, step and checkpoint; missing {sorted(missing)}")
+        if any(t <= 0 for t in v.values()):
+            raise ValueError("section timeouts must be positive")
+        return v
+
+
+class RandomFaults(_Strict):
+    """Seeded random fault schedule."""
+
+    count: int = Field(default=0, ge=0)
+    kinds: list[Literal["exception", "hang", "sigkill", "oom", "comm"]] = Field(
+        default_factory=lambda: ["exception", "sigkill"]
+    )
+    weights: list[float] | None = None
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _weights(self) -> RandomFaults:
+        if self.weights is not None and len(self.weights) != len(self.kinds):
+            raise ValueError(f"weights has {len(self.weights)} entries but kinds has {len(self.kinds)}")
+        return self
+
+
+_FAULT_RE = re.compile(r"^(exception|hang|sigkill|oom|comm)@\d+(:\d+)?$")
+
+
+class FaultConfig(_Strict):
+    """Fault injection: an explicit ``kind@step[:rank]`` schedule and/or seeded random faults."""
+
+    schedule: str = ""
+    random: RandomFaults = Field(default_factory=RandomFaults)
+    #: Same fault (kind, step, rank) seen this many times escalates to the unrecoverable exit.
+    max_repeats: int = Field(default=3, ge=1)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, v: str) -> str:
+        for item in filter(None, (s.strip() for s in v.split(","))):
+            if not _FAULT_RE.match(item):
+                raise ValueError(
+                    f"bad entry {item!r}; expected kind@step[:rank] with kind in exception|hang|sigkill|oom|comm"
+                )
+        return v
+
+
+class LocalConfig(_Strict):
+    """The local CPU run (``python -m training.local``, ``make demo``)."""
+
+    nproc: int = Field(default=2, ge=1, le=8)
+    steps: int = Field(default=160, ge=1)
+    faults: str = "exception@40:1,hang@70:0,sigkill@110:1"
+    rendezvous_port: int = Field(default=29700, ge=1024, le=65535)
+
+
+class ProjectConfig(_Strict):
+    """Root of ``project.yaml``."""
+
+    aws: AwsConfig = Field(default_factory=AwsConfig)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    gpu_nodes: GpuNodesConfig = Field(default_factory=GpuNodesConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    image: ImageConfig = Field(default_factory=ImageConfig)
+    helm: HelmConfig = Field(default_factory=HelmConfig)
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    job: KubernetesJobConfig = Field(default_factory=KubernetesJobConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    inprocess: InprocessConfig = Field(default_factory=InprocessConfig)
+    ft: FtLauncherConfig = Field(default_factory=FtLauncherConfig)
+    faults: FaultConfig = Field(default_factory=FaultConfig)
+    local: LocalConfig = Field(default_factory=LocalConfig)
+
+    @model_validator(mode="after")
+    def _cross(self) -> ProjectConfig:
+        net = self.network
+        if net.vpc_id is not None and net.private_subnets.get(net.gpu_subnet_id or "") != self.aws.availability_zone:
+            raise ValueError(
+                f"network.gpu_subnet_id {net.gpu_subnet_id!r} is in AZ "
+                f"{net.private_subnets.get(net.gpu_subnet_id or '')!r}, not aws.availability_zone "
+                f"{self.aws.availability_zone!r}"
+            )
+        if self.inprocess.min_world_size > self.gpu_nodes.node_count * self.instance.gpus:
+            raise ValueError("inprocess.min_world_size exceeds the world size (node_count x GPUs per node)")
+        return self
+
+    @property
+    def instance(self):  # -> InstanceType
+        """The instance-type table row of ``gpu_nodes.instance_type``."""
+        return INSTANCE_TYPES[self.gpu_nodes.instance_type]
+
+    @property
+    def layers(self) -> ModeLayers:
+        """Which recovery layers ``job.mode`` turns on."""
+        return MODE_LAYERS[self.job.mode]
+
+
+def _semver(v: str) -> tuple[int, ...]:
+    if not re.fullmatch(r"\d+\.\d+\.\d+", v):
+        raise ValueError(f"{v!r} is not a MAJOR.MINOR.PATCH version")
+    return tuple(int(p) for p in v.split("."))
