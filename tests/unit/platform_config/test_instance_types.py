@@ -1,0 +1,30 @@
+"""The instance-type table that both the CDK node group and the charts read."""
+
+from __future__ import annotations
+
+import pytest
+
+from platform_config import INSTANCE_TYPES, instance_type
+
+
+def test_p5_has_32_cards_efa_on_card0_efa_only_elsewhere() -> None:
+    nics = instance_type("p5.48xlarge").network_interfaces()
+    assert [n.network_card_index for n in nics] == list(range(32))
+    assert nics[0].interface_type == "efa" and nics[0].device_index == 0
+    assert all(n.interface_type == "efa-only" and n.device_index == 1 for n in nics[1:])
+
+
+@pytest.mark.parametrize(("name", "cards"), [("p5e.48xlarge", 32), ("p5en.48xlarge", 16), ("p4de.24xlarge", 4)])
+def test_card_counts(name: str, cards: int) -> None:
+    assert len(instance_type(name).network_interfaces()) == cards
+
+
+def test_pod_requests_fit_inside_the_instance() -> None:
+    for spec in INSTANCE_TYPES.values():
+        assert 0 < spec.pod_cpu < spec.vcpus
+        assert 0 < spec.pod_memory_gib < spec.memory_gib
+
+
+def test_unknown_type_lists_allowed() -> None:
+    with pytest.raises(ValueError, match=r"allowed: p4de\.24xlarge, p5\.48xlarge"):
+        instance_type("g6.xlarge")
