@@ -170,6 +170,9 @@ class CapacityConfig(_Strict):
         return self
 
 
+_TAINT_RE = re.compile(r"[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?:(NoSchedule|PreferNoSchedule|NoExecute)")
+
+
 class GpuNodesConfig(_Strict):
     """The self-managed GPU node group and the training pods placed on it."""
 
@@ -180,6 +183,19 @@ class GpuNodesConfig(_Strict):
     capacity: CapacityConfig = Field(default_factory=CapacityConfig)
     root_volume_gib: int = Field(default=500, ge=100, le=16384)
     node_labels: dict[str, str] = Field(default_factory=lambda: {"workload": "training", "node-group": "gpu-efa"})
+    #: Taints the GPU nodes register with (kubelet ``--register-with-taints`` syntax ``key[=value]:Effect``);
+    #: the training pods tolerate exactly these.
+    node_taints: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu=true:NoSchedule"])
+
+    @field_validator("node_taints")
+    @classmethod
+    def _taints(cls, v: list[str]) -> list[str]:
+        for taint in v:
+            if not _TAINT_RE.fullmatch(taint):
+                raise ValueError(
+                    f"bad taint {taint!r}; expected key[=value]:Effect (NoSchedule|PreferNoSchedule|NoExecute)"
+                )
+        return v
 
     @field_validator("instance_type")
     @classmethod
