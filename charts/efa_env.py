@@ -1,0 +1,49 @@
+"""EFA / NCCL / PyTorch environment of a training container, per instance family and recovery mode."""
+
+from __future__ import annotations
+
+from cdk8s_plus_36 import k8s
+
+from platform_config import MODE_LAYERS, InstanceType, ProjectConfig, RecoveryMode
+
+#: aws-ofi-nccl's tuner as installed in the AWS Deep Learning Containers.
+_OFI_NCCL_TUNER = "/opt/amazon/ofi-nccl/lib/libnccl-ofi-tuner.so"
+#: Families whose NCCL tuning comes from the aws-ofi-nccl tuner plugin (Hopper + EFAv2/v3).
+_TUNER_FAMILIES = frozenset({"p5"})
+
+
+def efa_nccl_env(instance: InstanceType) -> dict[str, str]:
+    """libfabric/NCCL settings for ``instance``'s family.
+
+    ``FI_EFA_FORK_SAFE`` / ``RDMAV_FORK_SAFE`` are left unset on purpose: they turn libfabric's hugepage
+    buffers off, and the pod requests ``hugepages-2Mi`` for exactly those (AL2023 kernels are fork-safe).
+    """
+    env = {
+        "FI_PROVIDER": "efa",
+        "NCCL_SOCKET_IFNAME": "^docker,lo,veth",
+        "NCCL_NVLS_ENABLE": "0",
+        "NCCL_BUFFSIZE": "8388608",
+        "NCCL_DEBUG": "WARN",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    }
+    if instance.gpudirect_rdma:
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+    if instance.family in _TUNER_FAMILIES:
+        env["NCCL_TUNER_PLUGIN"] = _OFI_NCCL_TUNER
+    return env
+
+
+def training_env(cfg: ProjectConfig, mode: RecoveryMode, instance: InstanceType) -> dict[str, str]:
+    """Everything the trainer container sets besides the downward-API variables."""
+    env = efa_nccl_env(instance)
+    env["NVRX_INPROCESS_STORE_PORT"] = str(cfg.job.inprocess_store_port)
+    if MODE_LAYERS[mode].inprocess:
+        # NVRx in-process restart docs: CUDA errors must not abort the process, and NCCL must stay quiet.
+        env["TORCH_NCCL_RETHROW_CUDA_ERRORS"] = "0"
+        env["TORCH_CPP_LOG_LEVEL"] = "error"
+    return env
+
+
+def to_env_vars(env: dict[str, str]) -> list[k8s.EnvVar]:
+    """Sorted ``EnvVar`` list (stable manifests)."""
+    return [k8s.EnvVar(name=k, value=v) for k, v in sorted(env.items())]

@@ -1,0 +1,55 @@
+"""Kubernetes object names and labels derived from the config, shared by every chart."""
+
+from __future__ import annotations
+
+from platform_config import ProjectConfig, RecoveryMode
+
+#: Pod hostnames of an Indexed Job are ``<job>-<index>``; a DNS label holds at most 63 characters.
+_MAX_HOSTNAME = 63
+#: Where the ConfigMap's ``config.json`` is mounted in every pod.
+CONFIG_DIR = "/etc/training"
+CONFIG_KEY = "config.json"
+CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_KEY}"
+#: The container name that ``podFailurePolicy`` exit-code rules refer to.
+TRAINER_CONTAINER = "trainer"
+
+
+def job_name(cfg: ProjectConfig, mode: RecoveryMode) -> str:
+    """``<job_name>-<mode>``: one Job per recovery mode, so variants can run side by side."""
+    name = f"{cfg.job.job_name}-{mode.value}"
+    longest_host = f"{name}-{cfg.gpu_nodes.node_count - 1}"
+    if len(longest_host) > _MAX_HOSTNAME:
+        raise ValueError(f"job name {name!r} gives pod hostname {longest_host!r} longer than {_MAX_HOSTNAME} chars")
+    return name
+
+
+def service_name(cfg: ProjectConfig) -> str:
+    """The headless Service every training pod names as its ``subdomain``."""
+    return cfg.job.job_name
+
+
+def config_map_name(cfg: ProjectConfig) -> str:
+    return f"{cfg.job.job_name}-config"
+
+
+def dataset_job_name(cfg: ProjectConfig) -> str:
+    return f"{cfg.job.job_name}-prepare-data"
+
+
+def group_labels(cfg: ProjectConfig) -> dict[str, str]:
+    """Labels on every object of this project; the headless Service selects training pods by them."""
+    return {"app.kubernetes.io/part-of": cfg.job.job_name, "app.kubernetes.io/managed-by": "cdk8s"}
+
+
+def training_pod_labels(cfg: ProjectConfig, mode: RecoveryMode) -> dict[str, str]:
+    return {**group_labels(cfg), "app.kubernetes.io/component": "training", "training.fsdp/mode": mode.value}
+
+
+def run_dir(cfg: ProjectConfig, mode: RecoveryMode) -> str:
+    """The run directory on FSx: ``<mount_path>/runs/<job_name>-<mode>``."""
+    return f"{cfg.storage.mount_path}/runs/{job_name(cfg, mode)}"
+
+
+def rendezvous_host(cfg: ProjectConfig, mode: RecoveryMode) -> str:
+    """Rank 0's stable DNS name: pod ``<job>-0`` under the headless Service (pod ``subdomain``)."""
+    return f"{job_name(cfg, mode)}-0.{service_name(cfg)}"

@@ -1,0 +1,24 @@
+import cdk8s
+
+from charts.dataset_job import DatasetJob, dataset_dir, prepare_data_args
+from tests.unit.charts.conftest import IMAGE, make_cfg
+
+
+def test_dataset_job_writes_shards_on_fsx(cfg):
+    chart = cdk8s.Testing.chart()
+    DatasetJob(chart, "d", cfg, image=IMAGE)
+    (job,) = chart.to_json()
+    pod = job["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["command"] == prepare_data_args(cfg)
+    assert c["command"][:3] == ["python", "-m", "training.prepare_data"]
+    out = c["command"][c["command"].index("--out") + 1]
+    assert out.startswith(f"{cfg.storage.mount_path}/data/")
+    assert {"name": "fsx", "mountPath": cfg.storage.mount_path} in c["volumeMounts"]
+    assert pod["restartPolicy"] == "Never"
+    assert job["spec"]["ttlSecondsAfterFinished"] == cfg.job.ttl_seconds_after_finished
+
+
+def test_configured_data_dir_wins():
+    cfg = make_cfg(train={"data_dir": "/checkpoints/data/my-corpus"})
+    assert dataset_dir(cfg) == "/checkpoints/data/my-corpus"

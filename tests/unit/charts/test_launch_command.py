@@ -1,0 +1,118 @@
+"""The launcher command lines, parsed by the real torchrun and ft_launcher argument parsers."""
+
+import shlex
+import subprocess
+
+import pytest
+from nvidia_resiliency_ext.fault_tolerance.config import FaultToleranceConfig
+from nvidia_resiliency_ext.fault_tolerance.launcher import get_args_parser as ft_parser
+from torch.distributed.run import get_args_parser as torchrun_parser
+
+from charts import launch_command as lc
+from charts.names import CONFIG_PATH, rendezvous_host, run_dir
+from charts.topology import Topology
+from platform_config import MODE_LAYERS, RecoveryMode
+from tests.unit.charts.conftest import make_cfg
+
+FT_MODES = [m for m in RecoveryMode if MODE_LAYERS[m].ft_launcher]
+TORCHRUN_MODES = [m for m in RecoveryMode if not MODE_LAYERS[m].ft_launcher]
+INSTALLED_NVRX = "0.4.1"  # requirements.txt; the image carries image.nvrx_version (0.7.0)
+
+
+def _expand(argv: list[str], index: int = 0) -> list[str]:
+    """What bash hands the launcher on node ``index``."""
+    subs = {lc.NODE_INDEX: str(index), lc.IS_HOST: "true" if index == 0 else "false"}
+    out = []
+    for token in argv:
+        for ref, value in subs.items():
+            token = token.replace(ref, value)
+        out.append(token)
+    return out
+
+
+def test_launcher_per_mode(cfg):
+    topo = Topology.from_config(cfg)
+    for mode in RecoveryMode:
+        assert lc.launch_argv(cfg, mode, topo)[0] == ("ft_launcher" if MODE_LAYERS[mode].ft_launcher else "torchrun")
+
+
+@pytest.mark.parametrize("mode", FT_MODES)
+def test_ft_launcher_flags_parse_and_carry_the_config(mode):
+    cfg = make_cfg(image={"nvrx_version": INSTALLED_NVRX}, faults={"schedule": "exception@40:1, sigkill@90"})
+    topo = Topology.from_config(cfg)
+    argv = _expand(lc.launch_argv(cfg, mode, topo), index=1)
+    args = ft_parser().parse_args(argv[1:])
+    assert args.nnodes == str(topo.nodes) and args.nproc_per_node == str(topo.nproc_per_node)
+    assert args.rdzv_backend == "c10d"
+    assert args.rdzv_endpoint == f"{rendezvous_host(cfg, mode)}:{cfg.job.rendezvous_port}"
+    assert args.rdzv_conf == "is_host=false"
+    assert args.max_restarts == cfg.ft.max_restarts
+    assert args.no_python and args.training_script == "bash"
+    ft = FaultToleranceConfig.from_args(args)
+    assert ft.initial_rank_heartbeat_timeout == cfg.ft.initial_rank_heartbeat_timeout_s
+    assert ft.rank_heartbeat_timeout == cfg.ft.rank_heartbeat_timeout_s
+    assert dict(ft.rank_section_timeouts) == cfg.ft.section_timeouts_s
+    assert ft.rank_out_of_section_timeout == cfg.ft.rank_out_of_section_timeout_s
+    script_args = args.training_script_args
+    assert script_args[0] == "-c" and script_args[2] == "trainer"
+    assert script_args[3:] == lc.training_args(cfg, mode)
+    assert script_args[3:] == [
+        *("--config", CONFIG_PATH, "--run-dir", run_dir(cfg, mode), "--mode", mode.value),
+        *("--faults", "exception@40:1,sigkill@90"),
+    ]
+
+
+@pytest.mark.parametrize("mode", TORCHRUN_MODES)
+def test_torchrun_uses_static_rendezvous_with_the_completion_index(cfg, mode):
+    topo = Topology.from_config(cfg)
+    args = torchrun_parser().parse_args(_expand(lc.launch_argv(cfg, mode, topo), index=3)[1:])
+    assert (args.rdzv_backend, args.node_rank, args.max_restarts) == ("static", 3, 0)
+    assert (args.master_addr, args.master_port) == (rendezvous_host(cfg, mode), cfg.job.rendezvous_port)
+    assert args.nnodes == str(topo.nodes) and args.nproc_per_node == str(topo.nproc_per_node)
+    assert args.training_script_args[3:] == lc.training_args(cfg, mode)
+    assert "--faults" not in args.training_script_args  # empty schedule -> no flag
+
+
+def test_nvrx_07_flags_and_no_removed_flags(cfg):
+    assert cfg.image.nvrx_version == "0.7.0"
+    argv = lc.launch_argv(cfg, RecoveryMode.INPROCESS_FT, Topology.from_config(cfg))
+    i = argv.index("--ft-no-restart-exit-code")
+    assert argv[i + 1] == str(cfg.ft.unrecoverable_exit_code)
+    assert not any("restart-policy" in a or "min-healthy" in a for a in argv)
+    old = lc.launch_argv(make_cfg(image={"nvrx_version": "0.6.0"}), RecoveryMode.FT_LAUNCHER, Topology.from_config(cfg))
+    assert "--ft-no-restart-exit-code" not in old
+
+
+def test_section_timeouts_round_trip_through_nvrx_parser():
+    sections = {"setup": 300.0, "step": 12.5, "checkpoint": 600.0, "eval": 90.0}
+    text = lc.section_timeouts_arg(sections)
+    assert text == "checkpoint:600,eval:90,setup:300,step:12.5"
+    assert FaultToleranceConfig._parse_section_timeouts_arg(text) == sections
+
+
+def test_shell_join_expands_only_variable_tokens():
+    line = lc.shell_join(["echo", "is_host=${RDZV_IS_HOST}", "$HOME", "a b"])
+    out = subprocess.run(["bash", "-c", f"RDZV_IS_HOST=yes; {line}"], capture_output=True, text=True, check=True)
+    assert out.stdout == "is_host=yes $HOME a b\n"
+    with pytest.raises(ValueError):
+        lc.shell_join(['${A}"'])
+
+
+def test_supervisor_script_is_valid_bash(cfg):
+    for mode in RecoveryMode:
+        script = lc.supervisor_script(cfg, mode, Topology.from_config(cfg))
+        subprocess.run(["bash", "-n", "-c", script], check=True)
+        assert f"exit {cfg.ft.unrecoverable_exit_code}" in script
+
+
+def test_worker_script_marks_only_the_unrecoverable_code(tmp_path, cfg):
+    marker = tmp_path / "marker"
+    code = cfg.ft.unrecoverable_exit_code
+    script = lc.worker_script(cfg, module="platform_config.missing_module", marker=str(marker))
+    # python -m <missing module> exits 1: no marker
+    rc = subprocess.run(["bash", "-c", script, "w"], capture_output=True).returncode
+    assert rc == 1 and not marker.exists()
+    fake = script.replace("python -m platform_config.missing_module", f"exit_with() {{ return $1; }}; exit_with {code}")
+    rc = subprocess.run(["bash", "-c", fake, "w"], capture_output=True).returncode
+    assert rc == code and marker.exists()
+    assert shlex.quote(str(marker)) in script
