@@ -13,6 +13,7 @@ The configuration environment comes from ``$PROJECT_ENV`` (default ``default``);
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 import cdk8s
@@ -42,14 +43,16 @@ def manifest_file(chart_id: str) -> str:
 
 def build_app(
     cfg: ProjectConfig,
-    outdir: str = "dist",
+    outdir: str | None = None,
     *,
     environ: Mapping[str, str] | None = None,
     topology: Topology | None = None,
 ) -> cdk8s.App:
-    """All charts for ``cfg`` (``topology`` overrides nodes/instance, e.g. in property tests)."""
+    """All charts for ``cfg``; ``outdir`` defaults to ``$CDK8S_OUTDIR`` (``cdk8s synth -o``) or ``dist``."""
     app = cdk8s.App(
-        outdir=outdir, output_file_extension=OUTPUT_EXTENSION, yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART
+        outdir=outdir or os.environ.get("CDK8S_OUTDIR") or "dist",
+        output_file_extension=OUTPUT_EXTENSION,
+        yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART,
     )
     image = training_image(cfg, environ)
     TrainingConfigMap(cdk8s.Chart(app, CONFIG_CHART, disable_resource_name_hashes=True), "ConfigMap", cfg)
