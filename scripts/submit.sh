@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# `make submit MODE=<variant>`: synthesize the manifests with the deployed training image and apply
+# the ConfigMap, the headless Service and the chosen variant's training Job with kubectl.
+#
+# Usage: scripts/submit.sh ENV MODE
+#   ENV   an environment of project.yaml (default, prod, ...)
+#   MODE  sync-ckpt | async-ckpt | inprocess | ft-launcher | inprocess-ft | k8s-only
+# Needs: AWS credentials for the account/region of ENV, a kubeconfig for the cluster
+#        (aws eks update-kubeconfig --name <cluster.name>), and the CDK stacks deployed.
+# Optional: TRAINING_IMAGE_URI (skips the stack lookup), STACK_NAME (stack holding the
+#           `TrainingImageUri` output; default: the first stack in the region that has it),
+#           SUBMIT_PREPARE_DATA=1 (also apply the dataset-preparation Job first).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+env_name="${1:?usage: scripts/submit.sh ENV MODE}"
+mode="${2:?usage: scripts/submit.sh ENV MODE}"
+export PROJECT_ENV="$env_name"
+
+modes=$(python -c 'from platform_config import RecoveryMode; print(" ".join(m.value for m in RecoveryMode))')
+case " $modes " in
+  *" $mode "*) ;;
+  *) echo "submit: unknown MODE '$mode'; allowed: $modes" >&2; exit 2 ;;
+esac
+
+for tool in aws kubectl; do
+  command -v "$tool" >/dev/null || { echo "submit: '$tool' is not on PATH" >&2; exit 2; }
+done
+
+region=$(python -c 'from platform_config import load_config; print(load_config().aws.region)')
+namespace=$(python -c 'from platform_config import load_config; print(load_config().job.namespace)')
+
+if [[ -z "${TRAINING_IMAGE_URI:-}" ]]; then
+  echo "== submit [$env_name/$mode]: reading TrainingImageUri from CloudFormation ($region) =="
+  if [[ -n "${STACK_NAME:-}" ]]; then
+    query="Stacks[0].Outputs[?OutputKey=='TrainingImageUri'].OutputValue | [0]"
+    TRAINING_IMAGE_URI=$(aws cloudformation describe-stacks --region "$region" --stack-name "$STACK_NAME" \
+      --query "$query" --output text)
+  else
+    query="Stacks[].Outputs[?OutputKey=='TrainingImageUri'].OutputValue[] | [0]"
+    TRAINING_IMAGE_URI=$(aws cloudformation describe-stacks --region "$region" --query "$query" --output text)
+  fi
+fi
+if [[ -z "$TRAINING_IMAGE_URI" || "$TRAINING_IMAGE_URI" == "None" ]]; then
+  echo "submit: no TrainingImageUri stack output found in $region; deploy the stacks or set TRAINING_IMAGE_URI" >&2
+  exit 1
+fi
+export TRAINING_IMAGE_URI
+echo "   image: $TRAINING_IMAGE_URI"
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+echo "== submit [$env_name/$mode]: cdk8s synth -> $out =="
+cdk8s synth --no-check-upgrade -o "$out" >/dev/null
+python -c 'import sys; from pathlib import Path; from platform_config import load_config
+from scripts.validate_k8s import validate_manifests
+errors = validate_manifests(Path(sys.argv[1]), load_config().cluster.kubernetes_version)
+print(*errors, sep="\n", file=sys.stderr); sys.exit(1 if errors else 0)' "$out"
+
+job_file="$out/train-$mode.k8s.yaml"
+files=("$out/training-config.k8s.yaml" "$out/training-service.k8s.yaml" "$job_file")
+if [[ "${SUBMIT_PREPARE_DATA:-0}" == 1 ]]; then
+  files=("$out/training-config.k8s.yaml" "$out/dataset-prep.k8s.yaml" "${files[@]:1}")
+fi
+for f in "${files[@]}"; do
+  [[ -f "$f" ]] || { echo "submit: $f was not synthesized" >&2; exit 1; }
+done
+placeholder=$(python -c 'from charts.image import IMAGE_PLACEHOLDER; print(IMAGE_PLACEHOLDER)')
+if grep -qF "$placeholder" "${files[@]}"; then
+  echo "submit: refusing to apply manifests with the placeholder image ($placeholder)" >&2
+  exit 1
+fi
+
+job=$(python -c 'import sys; from platform_config import load_config, RecoveryMode
+from charts.names import job_name; print(job_name(load_config(), RecoveryMode(sys.argv[1])))' "$mode")
+if kubectl -n "$namespace" get job "$job" >/dev/null 2>&1; then
+  echo "submit: Job $namespace/$job already exists (Job specs are immutable); delete it first:" >&2
+  echo "  kubectl -n $namespace delete job $job" >&2
+  exit 1
+fi
+
+echo "== submit [$env_name/$mode]: kubectl apply =="
+for f in "${files[@]}"; do
+  kubectl apply -f "$f"
+done
+echo "Submitted. Watch with:"
+echo "  kubectl -n $namespace get pods -l training.fsdp/mode=$mode -w"
+echo "  kubectl -n $namespace logs -f $job-0-<suffix>   # or: kubectl -n $namespace logs -f job/$job"
