@@ -1,0 +1,81 @@
+"""Test-only entry: run the Trainer under torchrun without NVRx (``python tests/helpers/run_trainer.py``).
+
+Rank 0 writes ``<run_dir>/result.json``. ``--save-both DIR`` additionally saves the restored/trained state
+once with a sync and once with an async CheckpointManager under DIR/sync and DIR/async (equality tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from platform_config import config_from_dict
+from training.checkpoint import CheckpointManager
+from training.distributed import destroy_process_group, init_process_group
+from training.events import EventLog
+from training.trainer import Trainer
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--mode", choices=["sync", "async"], default="sync")
+    p.add_argument("--config-json", default="{}")
+    p.add_argument("--fresh", action="store_true")
+    p.add_argument("--save-both", type=Path, default=None)
+    p.add_argument("--no-train", action="store_true", help="only restore (and --save-both)")
+    args = p.parse_args()
+
+    cfg = config_from_dict(json.loads(args.config_json))
+    rank, world = init_process_group(timeout_s=60)
+    events = EventLog(args.run_dir, rank=rank)
+    events.emit("start", world_size=world, mode=args.mode, device="cpu")
+    trainer = Trainer(
+        cfg, args.run_dir, events, checkpoint_mode=args.mode, target_steps=args.steps, allow_fresh_start=args.fresh
+    )
+    try:
+        trainer.setup()
+        restored = trainer.restore()
+        final = restored if args.no_train else trainer.train()
+    finally:
+        trainer.close()
+    if args.save_both:
+        for mode in ("sync", "async"):
+            mgr = CheckpointManager(args.save_both / mode, mode, 1, events, rank, world)
+            mgr.save(trainer.step, trainer.state)
+            mgr.close()
+    os.environ.get("H3DEBUG") and print(f"H3 r{rank} closed", flush=True)
+    digest = trainer.state_digest()
+    if rank == 0:
+        result = {
+            "final_step": final,
+            "restored_from": restored,
+            "world_size": world,
+            "losses": {str(k): v for k, v in sorted(trainer.losses.items())},
+            "eval_losses": {str(k): v for k, v in sorted(trainer.eval_losses.items())},
+            "digest": digest,
+            "pid": os.getpid(),
+        }
+        (args.run_dir / "result.json").write_text(json.dumps(result, indent=1))
+    events.emit("exit", reason="done", code=0)
+    os.environ.get("H3DEBUG") and print(f"H3 r{rank} before destroy", flush=True)
+    destroy_process_group()
+    os.environ.get("H3DEBUG") and print(f"H3 r{rank} destroyed", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Shared helpers for tests that start training processes (torchrun with a free port, bounded by a timeout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+RUN_TRAINER = Path(__file__).with_name("run_trainer.py")
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (bind to port 0 and release)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_env(**extra: str) -> dict[str, str]:
+    """Environment for child processes: repo on PYTHONPATH, unbuffered, quiet CPU threads."""
+    env = dict(os.environ)
+    env.update(
+        PYTHONPATH=f"{REPO_ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep),
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS="1",
+        TORCH_CPP_LOG_LEVEL="error",
+    )
+    env.update(extra)
+    return env
+
+
+def torchrun(
+    script_args: list[str],
+    *,
+    nproc: int = 2,
+    timeout_s: float = 180,
+    env: dict[str, str] | None = None,
+    module: bool = False,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``torchrun --standalone``-style on a free port; ``script_args[0]`` is a script (or module with ``module``).
+
+    Raises ``subprocess.TimeoutExpired`` after ``timeout_s`` (torchrun and its workers are killed) and,
+    with ``check``, ``AssertionError`` carrying the output on a non-zero exit.
+    """
+    cmd = [
+        str(VENV_BIN / "torchrun"),
+        f"--nproc-per-node={nproc}",
+        "--nnodes=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+        "--max-restarts=0",
+    ]
+    cmd += (["-m"] if module else []) + [str(a) for a in script_args]
+    proc = subprocess.run(
+        cmd, cwd=REPO_ROOT, env=env or test_env(), capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"torchrun exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+def run_trainer(
+    run_dir: Path,
+    *,
+    nproc: int = 2,
+    steps: int = 10,
+    mode: str = "sync",
+    config: dict[str, Any] | None = None,
+    extra_args: list[str] | None = None,
+    timeout_s: float = 180,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run ``tests/helpers/run_trainer.py`` (Trainer without NVRx) under torchrun; returns (process, run_dir).
+
+    ``config`` is a nested dict merged into the default ProjectConfig (e.g. ``{"checkpoint": {"interval_steps": 5}}``).
+    The script writes ``result.json`` (rank 0) into ``run_dir``: final_step, losses, digest, restored_from.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    args = [RUN_TRAINER, "--run-dir", run_dir, "--steps", steps, "--mode", mode]
+    if config:
+        args += ["--config-json", json.dumps(config)]
+    args += extra_args or []
+    return torchrun(args, nproc=nproc, timeout_s=timeout_s, env=env, check=check), run_dir
+
+
+def read_result(run_dir: Path) -> dict[str, Any]:
+    """The ``result.json`` written by ``run_trainer.py``."""
+    return json.loads((Path(run_dir) / "result.json").read_text())
+
+
+#: Small, fast settings for CPU integration tests (tiny model, short sequences).
+FAST_CONFIG: dict[str, Any] = {
+    "model": {"size": "tiny"},
+    "train": {"seq_len": 32, "micro_batch_size": 4, "warmup_steps": 2, "eval_interval": 0, "steps": 40},
+    "checkpoint": {"interval_steps": 5, "keep_last": 3},
+}

@@ -1,0 +1,598 @@
+"""Sharded DCP checkpoints with atomic commit, per-file checksums, quarantine and retention.
+
+Directory layout under ``root``::
+
+    step_00000050.tmp/     being written (or left behind by a crash): never loaded
+    step_00000075/         committed: DCP files + ``COMMITTED`` (JSON with per-file sha256 and sizes)
+    quarantine/step_00000100-<unix time>/   failed verification at load; kept for inspection
+
+Commit protocol: every rank writes its ``.distcp`` files into ``step_N.tmp/``; DCP's coordinator writes
+``.metadata`` only after gathering every rank's write result, so once rank 0's save has returned, all ranks
+have written. Rank 0 then hashes every file, writes ``COMMITTED`` (fsync), renames the directory to
+``step_N/`` (fsync of the parent) and applies retention. For async saves this runs in the completion path
+of rank 0's write (a background thread), never before the write finished.
+
+Backends: ``sync`` = ``dcp.save``; ``async`` = NVRx ``FileSystemWriterAsync`` + persistent
+``AsyncCallsQueue`` on CUDA, and torch's ``dcp.async_save`` on CPU (NVRx's async path calls CUDA
+unconditionally). All NVRx version differences (0.4.1 here, 0.7.0 on the GPU image) live in this module.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+
+from training.events import EventLog
+from training.state import AppState
+
+COMMIT_MARKER = "COMMITTED"
+QUARANTINE_DIR = "quarantine"
+TMP_SUFFIX = ".tmp"
+_STEP_RE = re.compile(r"^step_(\d{8})$")
+_TMP_RE = re.compile(r"^step_(\d{8})\.tmp$")
+#: Test/fault-injection hook: seconds each checkpoint write sleeps first (simulates slow storage).
+WRITE_DELAY_ENV = "TRAINING_CKPT_WRITE_DELAY_S"
+
+
+class CheckpointError(RuntimeError):
+    """Base class of checkpoint errors."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint could not be written or committed (ENOSPC, unwritable directory, I/O error)."""
+
+
+class NoUsableCheckpointError(CheckpointError):
+    """Checkpoints exist but none is loadable: refusing to restart silently from step 0."""
+
+
+def step_dir_name(step: int) -> str:
+    return f"step_{step:08d}"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def file_checksums(path: Path) -> dict[str, dict[str, Any]]:
+    """``{file name: {"sha256", "bytes"}}`` for every regular file of a checkpoint dir except the marker."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in sorted(path.iterdir()):
+        if f.name == COMMIT_MARKER or not f.is_file():
+            continue
+        h = hashlib.sha256()
+        with f.open("rb") as fh:
+            for chunk in iter(lambda fh=fh: fh.read(1 << 22), b""):
+                h.update(chunk)
+        out[f.name] = {"sha256": h.hexdigest(), "bytes": f.stat().st_size}
+    return out
+
+
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """The parsed commit marker of a checkpoint dir, or None when absent or unreadable."""
+    try:
+        marker = json.loads((path / COMMIT_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) and "files" in marker else None
+
+
+def verify_checkpoint(path: Path) -> str | None:
+    """None if every file listed in the marker exists with the recorded size and sha256; else the reason."""
+    marker = read_marker(path)
+    if marker is None:
+        return "commit marker missing or unreadable"
+    if ".metadata" not in marker["files"]:
+        return "commit marker lists no .metadata"
+    for name, want in sorted(marker["files"].items()):
+        f = path / name
+        if not f.is_file():
+            return f"missing shard {name}"
+        size = f.stat().st_size
+        if size != want["bytes"]:
+            return f"size mismatch in {name}: {size} bytes, expected {want['bytes']} (truncated?)"
+    actual = file_checksums(path)
+    for name, want in sorted(marker["files"].items()):
+        if actual[name]["sha256"] != want["sha256"]:
+            return f"checksum mismatch in {name} (bit flip or partial overwrite)"
+    return None
+
+
+def list_committed(root: Path) -> list[tuple[int, Path]]:
+    """Committed checkpoints (a ``step_N`` dir with a readable marker), oldest first."""
+    if not root.is_dir():
+        return []
+    found = []
+    for d in root.iterdir():
+        m = _STEP_RE.match(d.name)
+        if m and d.is_dir() and read_marker(d) is not None:
+            found.append((int(m.group(1)), d))
+    return sorted(found)
+
+
+def list_partial(root: Path) -> list[tuple[int, Path]]:
+    """Uncommitted dirs: ``step_N.tmp`` and ``step_N`` without a marker."""
+    if not root.is_dir():
+        return []
+    found = []
+    for d in root.iterdir():
+        m = _TMP_RE.match(d.name) or _STEP_RE.match(d.name)
+        if m and d.is_dir() and (d.name.endswith(TMP_SUFFIX) or read_marker(d) is None):
+            found.append((int(m.group(1)), d))
+    return sorted(found)
+
+
+def nvrx_async_available() -> bool:
+    """NVRx's async DCP path needs CUDA (it calls torch.cuda unconditionally) and the package."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import nvidia_resiliency_ext.checkpointing.async_ckpt.core  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class _SlowWriter(FileSystemWriter):
+    """FileSystemWriter that sleeps before writing (slow-storage fault injection)."""
+
+    def __init__(self, path: Path, delay_s: float) -> None:
+        super().__init__(path)
+        self.delay_s = delay_s
+
+    def write_data(self, plan, planner):  # type: ignore[no-untyped-def]
+        time.sleep(self.delay_s)
+        return super().write_data(plan, planner)
+
+
+class _NvrxAsync:
+    """The NVRx async DCP path (CUDA only), wrapping the API differences of NVRx 0.4.x-0.7.x."""
+
+    def __init__(self) -> None:
+        from nvidia_resiliency_ext.checkpointing.async_ckpt import core
+
+        self._core = core
+        self.queue = core.AsyncCallsQueue(persistent=True)
+
+    def schedule(self, state_dict: dict[str, Any], path: Path, finalize: Callable[[], None]) -> None:
+        from nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async import FileSystemWriterAsync
+        from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import (
+            save_state_dict_async_finalize,
+            save_state_dict_async_plan,
+        )
+
+        writer = FileSystemWriterAsync(path)
+        writer, metadata, dist_wrapper = save_state_dict_async_plan(state_dict, writer)[:3]
+        parts = writer.get_save_function_and_args()
+        # 0.4.x-0.7.x: (save_fn, preload_fn, args); older releases: (save_fn, args).
+        save_fn, preload_fn, args = parts if len(parts) == 3 else (parts[0], None, parts[1])
+
+        def finalize_all() -> None:
+            save_state_dict_async_finalize(writer, metadata, dist_wrapper)
+            finalize()
+
+        fields = self._core.AsyncRequest._fields
+        kwargs: dict[str, Any] = {"async_fn": save_fn, "async_fn_args": args, "finalize_fns": [finalize_all]}
+        if "preload_fn" in fields and preload_fn is not None:
+            kwargs["preload_fn"] = preload_fn
+        self.queue.schedule_async_request(self._core.AsyncRequest(**kwargs))
+
+    def finalize(self, blocking: bool) -> bool:
+        """Run finalize fns of finished requests (collective); True when nothing is in flight."""
+        self.queue.maybe_finalize_async_calls(blocking=blocking)
+        return self.queue.get_num_unfinalized_calls() == 0
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+@dataclass
+class _InFlight:
+    step: int
+    tmp: Path
+    t_begin: float
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    future: Any = None
+
+
+class CheckpointManager:
+    """Saves and restores :class:`AppState` under ``root``; at most one save in flight.
+
+    Collective: construct, :meth:`save`, :meth:`wait` and :meth:`load_latest` on every rank at the same point.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        mode: Literal["sync", "async"],
+        keep_last: int,
+        events: EventLog,
+        rank: int,
+        world_size: int,
+        *,
+        write_delay_s: float | None = None,
+    ) -> None:
+        if mode not in ("sync", "async"):
+            raise ValueError(f"checkpoint mode must be 'sync' or 'async', got {mode!r}")
+        if keep_last < 1:
+            raise ValueError("keep_last must be >= 1")
+        self.root = Path(root)
+        self.mode = mode
+        self.keep_last = keep_last
+        self.events = events
+        self.rank = rank
+        self.world_size = world_size
+        self.write_delay_s = float(os.environ.get(WRITE_DELAY_ENV, "0")) if write_delay_s is None else write_delay_s
+        self._inflight: _InFlight | None = None
+        self._nvrx: _NvrxAsync | None = None
+        self._closed = False
+        if mode == "sync":
+            self.backend = "dcp.save"
+        elif nvrx_async_available():
+            self.backend = "nvrx.FileSystemWriterAsync"
+            self._nvrx = _NvrxAsync()
+        else:
+            self.backend = "torch.dcp.async_save"
+        self.notice = ""
+        if mode == "async" and self._nvrx is None:
+            self.notice = (
+                "no CUDA: NVRx async DCP (FileSystemWriterAsync + AsyncCallsQueue) needs CUDA, "
+                "using torch.distributed.checkpoint.async_save instead"
+            )
+            if rank == 0:
+                print(f"[checkpoint] {self.notice}", flush=True)
+        # Checkpoint collectives (DCP planning, commit agreement) run on their own gloo group so that an
+        # async write thread never interleaves with the training collectives of the default group.
+        self.pg = dist.new_group(backend="gloo") if dist.is_initialized() else None
+
+    # ------------------------------------------------------------------ helpers
+    def _emit(self, event: str, **fields: Any) -> None:
+        if self.rank == 0:
+            self.events.emit(event, **fields)
+
+    def _all_ok(self, ok: bool) -> bool:
+        """True iff ``ok`` on every rank (collective on the checkpoint group)."""
+        if self.pg is None:
+            return ok
+        t = torch.tensor([0 if ok else 1], dtype=torch.int64)
+        dist.all_reduce(t, group=self.pg)
+        return int(t.item()) == 0
+
+    def _broadcast(self, obj: Any) -> Any:
+        if self.pg is None:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0, group=self.pg)
+        return box[0]
+
+    def _writer(self, path: Path) -> FileSystemWriter:
+        return _SlowWriter(path, self.write_delay_s) if self.write_delay_s > 0 else FileSystemWriter(path)
+
+    def _fail(self, step: int, exc: BaseException) -> CheckpointWriteError:
+        msg = _describe(exc)
+        self.events.emit("ckpt_failed", step=step, error=msg, backend=self.backend)
+        print(f"[checkpoint] rank {self.rank}: checkpoint at step {step} failed: {msg}", flush=True)
+        err = CheckpointWriteError(f"checkpoint at step {step} failed: {msg}")
+        err.__cause__ = exc
+        return err
+
+    # ------------------------------------------------------------------ save
+    @property
+    def in_flight(self) -> int | None:
+        """Step of the save in flight, if any."""
+        return self._inflight.step if self._inflight else None
+
+    def save(self, step: int, state: AppState, *, during_write: Callable[[int], None] | None = None) -> None:
+        """Checkpoint ``state`` as step ``step``.
+
+        Blocks first until the previous save is finalized (back-pressure: at most one staged copy).
+        ``during_write(step)`` is called while the write is in flight (async) or after the write and before
+        the commit (sync): the fault-injection point of the checkpoint phase.
+        """
+        self.wait()
+        t0 = time.perf_counter()
+        self._emit("ckpt_begin", step=step, mode=self.mode, backend=self.backend, note=self.notice or None)
+        tmp = self.root / (step_dir_name(step) + TMP_SUFFIX)
+        err: BaseException | None = None
+        try:
+            tmp.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            err = exc
+        if not self._all_ok(err is None):
+            raise self._fail(step, err or OSError("checkpoint directory setup failed on another rank"))
+        state_dict = {"app": state.state_dict()}
+        if self.mode == "sync":
+            self._save_sync(step, tmp, t0, state_dict, during_write)
+        elif self._nvrx is not None:
+            self._save_nvrx(step, tmp, t0, state_dict, during_write)
+        else:
+            self._save_torch_async(step, tmp, t0, state_dict, during_write)
+
+    def _save_sync(self, step, tmp, t0, state_dict, during_write) -> None:  # type: ignore[no-untyped-def]
+        err: BaseException | None = None
+        try:
+            dcp.save(state_dict, storage_writer=self._writer(tmp), process_group=self.pg)
+        except Exception as exc:
+            err = exc
+        if not self._all_ok(err is None):
+            raise self._fail(step, err or OSError("checkpoint write failed on another rank"))
+        stall = time.perf_counter() - t0
+        self._emit("ckpt_staged", step=step, stall_s=round(stall, 6))
+        if during_write is not None:
+            during_write(step)
+        flight = _InFlight(step, tmp, t0)
+        if self.rank == 0:
+            self._commit(flight)
+        if not self._all_ok(flight.error is None):
+            raise self._fail(step, flight.error or OSError("commit failed on rank 0"))
+
+    def _save_torch_async(self, step, tmp, t0, state_dict, during_write) -> None:  # type: ignore[no-untyped-def]
+        flight = _InFlight(step, tmp, t0)
+        try:
+            fut = dcp.async_save(state_dict, storage_writer=self._writer(tmp), process_group=self.pg)
+        except Exception as exc:  # staging failed (e.g. out of host memory)
+            raise self._fail(step, exc) from exc
+        flight.future = fut
+
+        def on_done(f: Any) -> None:
+            try:
+                f.result()
+                if self.rank == 0:
+                    self._commit(flight)
+            except BaseException as exc:
+                flight.error = exc
+            finally:
+                flight.done.set()
+
+        self._inflight = flight
+        fut.add_done_callback(on_done)
+        self._emit("ckpt_staged", step=step, stall_s=round(time.perf_counter() - t0, 6), backend=self.backend)
+        if during_write is not None:
+            during_write(step)
+
+    def _save_nvrx(self, step, tmp, t0, state_dict, during_write) -> None:  # type: ignore[no-untyped-def]
+        flight = _InFlight(step, tmp, t0)
+
+        def finalize() -> None:
+            try:
+                if self.rank == 0:
+                    self._commit(flight)
+            except BaseException as exc:
+                flight.error = exc
+            finally:
+                flight.done.set()
+
+        assert self._nvrx is not None
+        try:
+            self._nvrx.schedule(state_dict, tmp, finalize)
+        except Exception as exc:
+            raise self._fail(step, exc) from exc
+        self._inflight = flight
+        self._emit("ckpt_staged", step=step, stall_s=round(time.perf_counter() - t0, 6), backend=self.backend)
+        if during_write is not None:
+            during_write(step)
+
+    def _commit(self, flight: _InFlight) -> None:
+        """Rank 0: checksum, marker, rename, retention. Records errors on ``flight`` (never raises)."""
+        try:
+            files = file_checksums(flight.tmp)
+            if ".metadata" not in files:
+                raise OSError(errno.EIO, f"{flight.tmp} has no .metadata: the write did not complete")
+            marker = {
+                "step": flight.step,
+                "world_size": self.world_size,
+                "backend": self.backend,
+                "committed_at": time.time(),
+                "files": files,
+            }
+            tmp_marker = flight.tmp / (COMMIT_MARKER + ".part")
+            with tmp_marker.open("w") as fh:
+                json.dump(marker, fh, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp_marker, flight.tmp / COMMIT_MARKER)
+            _fsync_dir(flight.tmp)
+            final = self.root / step_dir_name(flight.step)
+            if final.exists():  # an older, replaced copy of the same step (e.g. after allow_fresh_start)
+                shutil.rmtree(final)
+            os.replace(flight.tmp, final)
+            _fsync_dir(self.root)
+            write_s = time.perf_counter() - flight.t_begin
+            self._emit(
+                "ckpt_committed",
+                step=flight.step,
+                write_s=round(write_s, 6),
+                path=str(final),
+                bytes=sum(f["bytes"] for f in files.values()),
+                backend=self.backend,
+            )
+            self._retention(flight.step)
+        except BaseException as exc:
+            flight.error = exc
+
+    def _retention(self, newest: int) -> None:
+        committed = list_committed(self.root)
+        for _, path in committed[: -self.keep_last]:
+            shutil.rmtree(path, ignore_errors=True)
+        for step, path in list_partial(self.root):
+            if step <= newest:  # partial leftovers of earlier (crashed) saves
+                shutil.rmtree(path, ignore_errors=True)
+
+    def maybe_finalize(self) -> None:
+        """Non-blocking poll (call every step on every rank): finalizes a finished async save."""
+        if self._nvrx is not None and self._inflight is not None:
+            self._nvrx.finalize(blocking=False)
+        if self._inflight is not None and self._inflight.done.is_set() and self._inflight.error is None:
+            self._inflight = None
+
+    def wait(self) -> None:
+        """Block until the in-flight save is finalized; raise :class:`CheckpointWriteError` everywhere if it failed."""
+        flight, self._inflight = self._inflight, None
+        err: BaseException | None = None
+        if flight is not None:
+            if self._nvrx is not None:
+                try:
+                    self._nvrx.finalize(blocking=True)
+                except Exception as exc:
+                    flight.error = flight.error or exc
+                    flight.done.set()
+            flight.done.wait()
+            _join_dcp_threads()
+            err = flight.error
+        if not self._all_ok(err is None):
+            step = flight.step if flight else -1
+            raise self._fail(step, err or OSError("async checkpoint write failed on another rank"))
+
+    def close(self, *, collective: bool = True) -> None:
+        """Finalize the in-flight save and release resources; idempotent.
+
+        ``collective=False`` (on an error path, peers may be gone): wait only for this rank's own write
+        (rank 0 still commits a complete checkpoint) and never raise.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if collective:
+                self.wait()
+            elif self._inflight is not None:
+                flight, self._inflight = self._inflight, None
+                if self._nvrx is None:
+                    flight.done.wait()
+                    _join_dcp_threads()
+                if flight.error is not None:
+                    self._fail(flight.step, flight.error)
+        finally:
+            if self._nvrx is not None:
+                self._nvrx.close()
+            if self.pg is not None and dist.is_initialized():
+                dist.destroy_process_group(self.pg)
+                self.pg = None
+
+    # ------------------------------------------------------------------ load
+    def latest_committed(self) -> int | None:
+        """Step of the newest committed checkpoint (not verified), or None."""
+        committed = list_committed(self.root)
+        return committed[-1][0] if committed else None
+
+    def _quarantine(self, step: int, path: Path, reason: str) -> None:
+        qdir = self.root / QUARANTINE_DIR
+        qdir.mkdir(parents=True, exist_ok=True)
+        dest = qdir / f"{path.name}-{int(time.time() * 1000)}"
+        os.replace(path, dest)
+        print(f"[checkpoint] quarantined {path} -> {dest}: {reason}", flush=True)
+        self.events.emit("ckpt_quarantined", step=step, reason=reason, path=str(dest))
+
+    def _choose(self, allow_fresh_start: bool) -> dict[str, Any]:
+        """Rank 0: the newest checkpoint that verifies (quarantining bad ones), or why there is none."""
+        for step, path in reversed(list_committed(self.root)):
+            reason = verify_checkpoint(path)
+            if reason is None:
+                return {"step": step, "path": str(path)}
+            self._quarantine(step, path, reason)
+        for _, path in list_partial(self.root):  # no save can be in flight at restore time
+            shutil.rmtree(path, ignore_errors=True)
+        quarantined = sorted(p.name for p in (self.root / QUARANTINE_DIR).glob("step_*"))
+        if quarantined and not allow_fresh_start:
+            return {"error": f"no usable checkpoint in {self.root}; quarantined: {', '.join(quarantined)}"}
+        return {"step": None, "quarantined": quarantined}
+
+    def load_latest(
+        self,
+        state: AppState,
+        *,
+        allow_fresh_start: bool = False,
+        before_load: Callable[[int], None] | None = None,
+    ) -> int | None:
+        """Load the newest committed checkpoint that verifies into ``state``; return its step.
+
+        Returns None (a fresh start) only when no checkpoint was ever committed under ``root`` or with
+        ``allow_fresh_start``; raises :class:`NoUsableCheckpointError` when checkpoints exist but none loads.
+        Rank 0 decides and broadcasts, so every rank loads the same checkpoint.
+        """
+        if self._inflight is not None:
+            raise RuntimeError("load_latest while a save is in flight")
+        choice: dict[str, Any] = {}
+        if self.rank == 0:
+            try:
+                choice = self._choose(allow_fresh_start)
+            except OSError as exc:
+                choice = {"error": f"cannot read checkpoint root {self.root}: {_describe(exc)}"}
+        choice = self._broadcast(choice)
+        if "error" in choice:
+            raise NoUsableCheckpointError(choice["error"])
+        step = choice["step"]
+        if step is None:
+            detail = "allow_fresh_start" if choice.get("quarantined") else "no committed checkpoint"
+            if self.rank == 0:
+                print(f"[checkpoint] fresh start from step 0 ({detail}) under {self.root}", flush=True)
+            self._emit("restore", from_step=0, tier="none", reason=detail)
+            return None
+        if before_load is not None:
+            before_load(step)
+        path = Path(choice["path"])
+        metadata = FileSystemReader(path).read_metadata()
+        source = state.prepare_load(metadata.state_dict_metadata.keys())
+        state_dict = {"app": state.state_dict()}
+        dcp.load(state_dict, storage_reader=FileSystemReader(path), process_group=self.pg)
+        state.load_state_dict(state_dict["app"])
+        if state.step != step:
+            raise CheckpointError(f"{path} holds step {state.step}, its name says {step}")
+        marker = read_marker(path) or {}
+        self._emit(
+            "restore",
+            from_step=step,
+            tier="persistent",
+            path=str(path),
+            saved_world_size=marker.get("world_size"),
+            world_size=self.world_size,
+            per_rank_source=source,
+        )
+        return step
+
+
+def _join_dcp_threads(timeout_s: float = 30.0) -> None:
+    """Join torch's finished async-save worker threads (it shuts its executor down with ``wait=False``);
+    a worker still alive at interpreter exit can abort the process."""
+    for t in threading.enumerate():
+        if t.name.startswith("AsyncCheckpointExecutor") and t is not threading.current_thread():
+            t.join(timeout_s)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line naming the cause, e.g. ``ENOSPC: No space left on device`` (unwraps DCP's CheckpointException)."""
+    seen: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.append(e)
+        failures = getattr(e, "failures", None)
+        if isinstance(failures, dict):
+            stack.extend(v for v in failures.values() if isinstance(v, BaseException))
+        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+    for e in seen:
+        if isinstance(e, OSError) and e.errno is not None:
+            return f"{errno.errorcode.get(e.errno, e.errno)}: {e.strerror} ({type(e).__name__})"
+    return f"{type(exc).__name__}: {exc}"[:500]

@@ -1,0 +1,93 @@
+"""Process-group setup and FSDP2 sharding (gloo + fp32 on CPU, NCCL + bf16 on CUDA)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import random
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+
+def device() -> torch.device:
+    """``cuda:LOCAL_RANK`` when CUDA is available, else CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def default_backend() -> str:
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def init_process_group(
+    backend: str | None = None,
+    timeout_s: float = 60.0,
+    *,
+    store: dist.Store | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+) -> tuple[int, int]:
+    """Initialise the default group from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (or a passed store).
+
+    Returns ``(rank, world_size)``. Idempotent when a group already exists.
+    """
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    backend = backend or default_backend()
+    dev = device()
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    kwargs: dict = {"backend": backend, "timeout": datetime.timedelta(seconds=timeout_s)}
+    if store is not None:
+        kwargs.update(
+            store=store,
+            rank=rank if rank is not None else int(os.environ["RANK"]),
+            world_size=world_size if world_size is not None else int(os.environ["WORLD_SIZE"]),
+        )
+    elif rank is not None and world_size is not None:
+        kwargs.update(rank=rank, world_size=world_size, init_method="env://")
+    if backend == "nccl":
+        kwargs["device_id"] = dev
+    dist.init_process_group(**kwargs)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def destroy_process_group() -> None:
+    """Destroy the default group if one exists (safe to call twice)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def set_determinism(seed: int) -> None:
+    """Seed torch/numpy/python and turn deterministic algorithms on (CUDA: warn-only for SDPA kernels)."""
+    if torch.cuda.is_available():
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=torch.cuda.is_available())
+
+
+def mixed_precision_policy(dev: torch.device) -> MixedPrecisionPolicy:
+    """bf16 compute with fp32 gradient reduction on CUDA; plain fp32 on CPU."""
+    if dev.type == "cuda":
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32)
+
+
+def apply_fsdp(model: nn.Module, dev: torch.device | None = None) -> nn.Module:
+    """Shard every transformer block, then the root, with FSDP2 ``fully_shard`` (model moved to ``dev`` first)."""
+    dev = dev or device()
+    model.to(dev)
+    mp = mixed_precision_policy(dev)
+    layers = getattr(model, "layers", [])
+    for i, block in enumerate(layers):
+        # The last block's parameters are needed right away by backward: keep them gathered.
+        fully_shard(block, mp_policy=mp, reshard_after_forward=i < len(layers) - 1)
+    fully_shard(model, mp_policy=mp)
+    return model

@@ -1,0 +1,243 @@
+"""The training loop: FSDP2 model, AdamW with warmup + cosine LR, resumable data, checkpoints, hooks.
+
+``torch.distributed`` must be initialised by the caller (``training.train`` / tests); the trainer never
+creates or destroys process groups, so an in-process restart can rebuild it on a fresh group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager as ContextManager
+from pathlib import Path
+from typing import Protocol
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.checkpoint.stateful import Stateful
+
+from platform_config.schema import ProjectConfig
+from training.checkpoint import CheckpointManager
+from training.data import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
+from training.distributed import apply_fsdp, device, set_determinism
+from training.events import EventLog
+from training.metrics import StepTimer, peak_flops_per_device
+from training.model import build_model, flops_per_token
+from training.state import AppState, state_digest
+
+#: Size of the generated offline corpus (bytes = tokens) when ``train.data_dir`` is unset.
+GENERATED_CORPUS_BYTES = 1 << 20
+
+
+class TrainerHooks(Protocol):
+    """Callbacks into the resilience layer (fault injection, ft_launcher monitor, extra checkpoint state)."""
+
+    def fault_point(self, phase: str, step: int) -> None: ...
+
+    def section(self, name: str) -> ContextManager[None]: ...
+
+    def heartbeat(self, step: int) -> None: ...
+
+    def extra_state(self) -> dict[str, Stateful]: ...
+
+
+class NullHooks:
+    """Hooks that do nothing."""
+
+    def fault_point(self, phase: str, step: int) -> None:
+        return None
+
+    def section(self, name: str) -> ContextManager[None]:
+        return contextlib.nullcontext()
+
+    def heartbeat(self, step: int) -> None:
+        return None
+
+    def extra_state(self) -> dict[str, Stateful]:
+        return {}
+
+
+def lr_at(step: int, *, lr: float, min_lr: float, warmup: int, total: int) -> float:
+    """Learning rate for optimizer step ``step`` (1-based): linear warmup, then cosine decay to ``min_lr``."""
+    if warmup > 0 and step <= warmup:
+        return lr * step / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+class Trainer:
+    """One training attempt of one rank. Call :meth:`setup`, :meth:`restore`, :meth:`train`, then :meth:`close`."""
+
+    def __init__(
+        self,
+        cfg: ProjectConfig,
+        run_dir: Path,
+        events: EventLog,
+        *,
+        checkpoint_mode: str,
+        target_steps: int | None = None,
+        hooks: TrainerHooks | None = None,
+        allow_fresh_start: bool = False,
+    ) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.events = events
+        self.checkpoint_mode = checkpoint_mode
+        self.target_steps = target_steps if target_steps is not None else cfg.train.steps
+        self.hooks: TrainerHooks = hooks or NullHooks()
+        self.allow_fresh_start = allow_fresh_start
+        self.step = 0
+        self._losses: dict[int, float] = {}
+        self.eval_losses: dict[int, float] = {}
+        self._failed = False
+        self._closed = False
+        self.ckpt: CheckpointManager | None = None
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        """Build data, model (FSDP2), optimizer and the checkpoint manager. Collective."""
+        if not dist.is_initialized():
+            raise RuntimeError("Trainer.setup needs an initialised torch.distributed process group")
+        with self.hooks.section("setup"):
+            self.hooks.fault_point("init", 0)
+            self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+            self.device = device()
+            tc = self.cfg.train
+            set_determinism(tc.seed)
+            data_dir = Path(tc.data_dir) if tc.data_dir else self.run_dir / "data"
+            if not tc.data_dir and self.rank == 0:
+                ensure_generated_corpus(data_dir, GENERATED_CORPUS_BYTES, seed=tc.seed)
+            dist.barrier()
+            self.train_data = TokenShards(data_dir, "train", tc.seq_len)
+            self.val_data = TokenShards(data_dir, "val", tc.seq_len)
+            self.sampler = ResumableSampler(
+                len(self.train_data), tc.micro_batch_size, self.rank, self.world_size, seed=tc.seed
+            )
+            vocab = max(self.train_data.vocab_size, TOKENIZER.vocab_size)
+            torch.manual_seed(tc.seed)  # identical initial weights on every rank, before sharding
+            model = build_model(self.cfg.model.size, vocab, max_seq_len=max(tc.seq_len, 8))
+            self.flops_per_token = flops_per_token(model.args, tc.seq_len)
+            self.model = apply_fsdp(model, self.device)
+            self.optimizer = torch.optim.AdamW(
+                self.model.parameters(), lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay
+            )
+            self.state = AppState(
+                self.model, self.optimizer, self.sampler, rank=self.rank, extra=self.hooks.extra_state()
+            )
+            root = Path(self.cfg.checkpoint.dir) if self.cfg.checkpoint.dir else self.run_dir / "checkpoints"
+            self.ckpt = CheckpointManager(
+                root, self.checkpoint_mode, self.cfg.checkpoint.keep_last, self.events, self.rank, self.world_size
+            )
+            self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
+
+    def restore(self) -> int:
+        """Load the newest committed, verified checkpoint; return the step to resume from. Collective."""
+        assert self.ckpt is not None, "call setup() first"
+        with self.hooks.section("setup"):
+            step = self.ckpt.load_latest(
+                self.state,
+                allow_fresh_start=self.allow_fresh_start,
+                before_load=lambda s: self.hooks.fault_point("restore", s),
+            )
+        self.step = step or 0
+        self.state.step = self.step
+        return self.step
+
+    # ------------------------------------------------------------------ loop
+    @property
+    def losses(self) -> dict[int, float]:
+        """Global-mean training loss per step seen by this process."""
+        return dict(self._losses)
+
+    def _global_mean(self, value: torch.Tensor) -> float:
+        t = value.detach().float().reshape(1).to(self.device)
+        dist.all_reduce(t)
+        return float(t.item()) / self.world_size
+
+    def _loss(self, ids: list[int], data: TokenShards) -> torch.Tensor:
+        x, y = data.batch(ids)
+        logits = self.model(x.to(self.device))
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.to(self.device).reshape(-1))
+
+    def train_step(self, step: int) -> float:
+        """One optimizer step (``step`` is 1-based); returns the global-mean loss."""
+        tc = self.cfg.train
+        loss = self._loss(self.sampler.next_batch(), self.train_data)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+        lr = lr_at(step, lr=tc.lr, min_lr=tc.min_lr, warmup=tc.warmup_steps, total=tc.steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return self._global_mean(loss)
+
+    def evaluate(self) -> float:
+        """Mean loss over the first ``eval_batches`` global batches of the val split (no grad)."""
+        tc = self.cfg.train
+        total = torch.zeros(())
+        with torch.no_grad():
+            for b in range(tc.eval_batches):
+                start = (b * self.world_size + self.rank) * tc.micro_batch_size
+                ids = [i % len(self.val_data) for i in range(start, start + tc.micro_batch_size)]
+                total += self._loss(ids, self.val_data).cpu()
+        return self._global_mean(total / tc.eval_batches)
+
+    def _steps(self) -> Iterator[int]:
+        while self.step < self.target_steps:
+            yield self.step + 1
+
+    def train(self) -> int:
+        """Run to ``target_steps``; returns the final step. Collective."""
+        assert self.ckpt is not None, "call setup() and restore() first"
+        tc, cc = self.cfg.train, self.cfg.checkpoint
+        tokens = tc.micro_batch_size * tc.seq_len * self.world_size
+        try:
+            for step in self._steps():
+                self.hooks.fault_point("step", step)
+                with self.hooks.section("step"):
+                    self.timer.start()
+                    loss = self.train_step(step)
+                    timing = self.timer.stop(tokens)
+                self.step = self.state.step = step
+                self._losses[step] = loss
+                self.hooks.heartbeat(step)
+                if self.rank == 0:
+                    lr = self.optimizer.param_groups[0]["lr"]
+                    self.events.emit("step", step=step, loss=loss, tokens=tokens, lr=lr, **timing)
+                self.ckpt.maybe_finalize()
+                if step % cc.interval_steps == 0:
+                    self.save_checkpoint()
+                if tc.eval_interval and step % tc.eval_interval == 0:
+                    self.hooks.fault_point("eval", step)
+                    eval_loss = self.evaluate()
+                    self.eval_losses[step] = eval_loss
+                    if self.rank == 0:
+                        self.events.emit("eval", step=step, loss=eval_loss)
+        except BaseException:
+            self._failed = True
+            raise
+        return self.step
+
+    def save_checkpoint(self) -> None:
+        """Checkpoint the current step (inside section ``checkpoint``). Collective."""
+        assert self.ckpt is not None
+        with self.hooks.section("checkpoint"):
+            self.ckpt.save(self.step, self.state, during_write=lambda s: self.hooks.fault_point("checkpoint", s))
+
+    def close(self) -> None:
+        """Finalize an in-flight async save (collectively unless training failed); idempotent."""
+        if self._closed or self.ckpt is None:
+            return
+        self._closed = True
+        t0 = time.perf_counter()
+        self.ckpt.close(collective=not self._failed)
+        if self.rank == 0 and time.perf_counter() - t0 > 1.0:
+            print(f"[trainer] finalizing the last checkpoint took {time.perf_counter() - t0:.1f}s", flush=True)
+
+    def state_digest(self) -> str:
+        """sha256 of the full model + optimizer state (collective)."""
+        return state_digest(self.model, self.optimizer)
