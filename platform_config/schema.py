@@ -7,6 +7,7 @@ validation happens on load and errors name the field, the bad value and what is 
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import StrEnum
 from typing import Literal
@@ -18,6 +19,10 @@ from platform_config.instance_types import INSTANCE_TYPES
 MIN_KUBERNETES_VERSION = (1, 28)
 #: Newest Kubernetes minor that the pinned aws-cdk-lib (2.275.0) knows (``KubernetesVersion.V1_36``).
 DEFAULT_KUBERNETES_VERSION = "1.36"
+
+
+#: EKS managed add-ons the CDK app installs (``cluster.addon_versions`` keys).
+MANAGED_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver")
 
 
 class _Strict(BaseModel):
@@ -130,6 +135,12 @@ class ClusterConfig(_Strict):
     admin_principal_arn: str | None = None
     system_node_instance_type: str = "m6i.xlarge"
     system_node_count: int = Field(default=2, ge=1, le=10)
+    #: EKS managed add-on versions, add-on name -> version (e.g. ``v1.20.4-eksbuild.1``); an absent
+    #: add-on gets the EKS default for ``kubernetes_version``. vpc-cni must be >= 1.18.5 (efa-only interfaces).
+    addon_versions: dict[str, str] = Field(default_factory=dict)
+    #: Kubernetes service IPv4 CIDR (EKS allows /12../24 in 10/8, 172.16/12 or 192.168/16); GPU nodes'
+    #: NodeConfig carries it, so it is fixed here rather than left to EKS. Must not overlap network.vpc_cidr.
+    service_ipv4_cidr: str = "172.20.0.0/16"
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -141,6 +152,32 @@ class ClusterConfig(_Strict):
             raise ValueError(f"must be 1.28 or newer (default {DEFAULT_KUBERNETES_VERSION})")
         if (1, int(m.group(1))) > (1, int(DEFAULT_KUBERNETES_VERSION.split(".")[1])):
             raise ValueError(f"the pinned aws-cdk-lib supports up to {DEFAULT_KUBERNETES_VERSION}")
+        return v
+
+    @field_validator("addon_versions")
+    @classmethod
+    def _addons(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = set(v) - set(MANAGED_ADDONS)
+        if unknown:
+            raise ValueError(f"unknown add-on(s) {sorted(unknown)}; allowed: {', '.join(MANAGED_ADDONS)}")
+        for name, version in v.items():
+            if not re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", version):
+                raise ValueError(f"{name} version {version!r} must look like 'v1.2.3-eksbuild.1'")
+        cni = v.get("vpc-cni")
+        if cni and _semver(cni[1:].split("-")[0]) < (1, 18, 5):
+            raise ValueError("vpc-cni must be >= v1.18.5 (efa-only network interfaces)")
+        return v
+
+    @field_validator("service_ipv4_cidr")
+    @classmethod
+    def _service_cidr(cls, v: str) -> str:
+        try:
+            net = ipaddress.IPv4Network(v)
+        except ValueError as exc:
+            raise ValueError(f"not an IPv4 CIDR: {exc}") from None
+        allowed = [ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
+        if not (12 <= net.prefixlen <= 24 and any(net.subnet_of(a) for a in allowed)):
+            raise ValueError("must be a /12../24 block inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16")
         return v
 
     @model_validator(mode="after")
@@ -273,6 +310,9 @@ class ObservabilityConfig(_Strict):
     alarm_restarts_per_window: int = Field(default=3, ge=1)
     alarm_window_minutes: int = Field(default=30, ge=1)
     alarm_stale_checkpoint_minutes: int = Field(default=60, ge=1)
+    #: Expected mean time between failures for the checkpoint-interval advice (Young/Daly) in the goodput
+    #: report; None = measure it from the run (wall time / failures seen).
+    mtbf_hours: float | None = Field(default=None, gt=0)
 
 
 class KubernetesJobConfig(_Strict):
@@ -340,6 +380,14 @@ class InprocessConfig(_Strict):
     max_iterations: int = Field(default=8, ge=1)
     min_world_size: int = Field(default=1, ge=1)
     gloo_timeout_s: float = Field(default=10.0, gt=0)
+    #: Monitor thread/process and progress-watchdog interval; must be below soft_timeout_s and heartbeat_timeout_s.
+    monitor_interval_s: float = Field(default=1.0, gt=0)
+    #: Wait for other ranks to report concurrent faults before restarting.
+    last_call_wait_s: float = Field(default=1.0, gt=0)
+    #: SIGTERM -> SIGKILL grace used by the hard timeout.
+    termination_grace_s: float = Field(default=5.0, gt=0)
+    #: FaultCounter: faults one rank may have before it is excluded (None = unlimited).
+    max_rank_faults: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _order(self) -> InprocessConfig:
@@ -350,6 +398,10 @@ class InprocessConfig(_Strict):
             )
         if self.heartbeat_interval_s >= self.heartbeat_timeout_s:
             raise ValueError("heartbeat_interval_s must be below heartbeat_timeout_s")
+        if self.heartbeat_timeout_s >= self.barrier_timeout_s:
+            raise ValueError("NVRx needs heartbeat_timeout_s < barrier_timeout_s")
+        if self.monitor_interval_s >= min(self.soft_timeout_s, self.heartbeat_timeout_s):
+            raise ValueError("monitor_interval_s must be below soft_timeout_s and heartbeat_timeout_s")
         return self
 
 
@@ -363,6 +415,11 @@ class FtLauncherConfig(_Strict):
     )
     rank_out_of_section_timeout_s: float = Field(default=300.0, gt=0)
     max_restarts: int = Field(default=5, ge=0)
+    #: Seconds between the launcher's worker-liveness checks (how fast a killed worker is noticed).
+    monitor_interval_s: float = Field(default=0.5, gt=0)
+    #: Let NVRx compute heartbeat/section timeouts from observed times (at checkpoints); they are then
+    #: stored in the checkpoint. Off = the configured values above are used as they are.
+    calculate_timeouts: bool = False
     #: Exit code meaning "retries exhausted / unrecoverable": the Job fails at once, no pod restart.
     unrecoverable_exit_code: int = Field(default=42, ge=1, le=255)
 
@@ -394,11 +451,12 @@ class RandomFaults(_Strict):
         return self
 
 
-_FAULT_RE = re.compile(r"^(exception|hang|sigkill|oom|comm)@\d+(:\d+)?$")
+#: ``kind@step[:rank][/phase][!]``; ``!`` = sticky (fires again after every recovery: a deterministic bug).
+_FAULT_RE = re.compile(r"^(exception|hang|sigkill|oom|comm)@\d+(:\d+)?(/(init|step|checkpoint|restore|eval))?!?$")
 
 
 class FaultConfig(_Strict):
-    """Fault injection: an explicit ``kind@step[:rank]`` schedule and/or seeded random faults."""
+    """Fault injection: an explicit ``kind@step[:rank][/phase][!]`` schedule and/or seeded random faults."""
 
     schedule: str = ""
     random: RandomFaults = Field(default_factory=RandomFaults)
@@ -411,7 +469,8 @@ class FaultConfig(_Strict):
         for item in filter(None, (s.strip() for s in v.split(","))):
             if not _FAULT_RE.match(item):
                 raise ValueError(
-                    f"bad entry {item!r}; expected kind@step[:rank] with kind in exception|hang|sigkill|oom|comm"
+                    f"bad entry {item!r}; expected kind@step[:rank][/phase][!] with kind in "
+                    "exception|hang|sigkill|oom|comm and phase in init|step|checkpoint|restore|eval"
                 )
         return v
 
@@ -421,8 +480,43 @@ class LocalConfig(_Strict):
 
     nproc: int = Field(default=2, ge=1, le=8)
     steps: int = Field(default=160, ge=1)
+    #: Default schedule of the demo: one fault per layer (exception/comm/hang -> in-process, sigkill -> ft_launcher).
     faults: str = "exception@40:1,hang@70:0,sigkill@110:1"
     rendezvous_port: int = Field(default=29700, ge=1024, le=65535)
+    #: In-process store port of local runs (must differ from rendezvous_port).
+    inprocess_store_port: int = Field(default=29750, ge=1024, le=65535)
+    #: Local CPU runs replace ``inprocess`` with these short timeouts (a hang is detected in seconds, not minutes).
+    inprocess: InprocessConfig = Field(
+        default_factory=lambda: InprocessConfig(
+            soft_timeout_s=4.0,
+            hard_timeout_s=8.0,
+            heartbeat_interval_s=1.0,
+            heartbeat_timeout_s=6.0,
+            barrier_timeout_s=20.0,
+            completion_timeout_s=20.0,
+            gloo_timeout_s=3.0,
+            monitor_interval_s=0.5,
+            last_call_wait_s=0.5,
+            termination_grace_s=2.0,
+        )
+    )
+    #: Local CPU runs replace ``ft`` with these (short heartbeat timeouts, fast liveness checks).
+    ft: FtLauncherConfig = Field(
+        default_factory=lambda: FtLauncherConfig(
+            initial_rank_heartbeat_timeout_s=60.0,
+            rank_heartbeat_timeout_s=15.0,
+            section_timeouts_s={"setup": 60.0, "step": 15.0, "checkpoint": 30.0},
+            rank_out_of_section_timeout_s=30.0,
+            max_restarts=3,
+            monitor_interval_s=0.2,
+        )
+    )
+
+    @model_validator(mode="after")
+    def _ports(self) -> LocalConfig:
+        if self.inprocess_store_port == self.rendezvous_port:
+            raise ValueError("local.inprocess_store_port must differ from local.rendezvous_port")
+        return self
 
 
 class ProjectConfig(_Strict):
@@ -448,6 +542,10 @@ class ProjectConfig(_Strict):
     @model_validator(mode="after")
     def _cross(self) -> ProjectConfig:
         net = self.network
+        if ipaddress.IPv4Network(self.cluster.service_ipv4_cidr).overlaps(ipaddress.IPv4Network(net.vpc_cidr)):
+            raise ValueError(
+                f"cluster.service_ipv4_cidr {self.cluster.service_ipv4_cidr} overlaps network.vpc_cidr {net.vpc_cidr}"
+            )
         if net.vpc_id is not None and net.private_subnets.get(net.gpu_subnet_id or "") != self.aws.availability_zone:
             raise ValueError(
                 f"network.gpu_subnet_id {net.gpu_subnet_id!r} is in AZ "

@@ -1,0 +1,144 @@
+"""NVRx ``RankMonitorClient`` for ft_launcher: heartbeats, sections, state in the checkpoint.
+
+Under ``ft_launcher`` (``FT_RANK_MONITOR_IPC_SOCKET`` set) each worker connects to its rank monitor,
+sends a heartbeat every step and opens the sections ``setup`` / ``step`` / ``checkpoint``; a rank
+whose heartbeat or section exceeds its timeout (``cfg.ft``) is killed and ft_launcher restarts the
+worker group. Elsewhere every method is a logged no-op.
+
+The client's state (calculated timeouts; the same on all ranks) is a ``Stateful`` saved with each
+checkpoint. ``cfg.ft.calculate_timeouts`` lets NVRx compute timeouts from observed times at each
+checkpoint (a collective: all ranks call :meth:`at_checkpoint` at the same step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+IPC_ENV = "FT_RANK_MONITOR_IPC_SOCKET"
+SECTIONS = ("setup", "step", "checkpoint")
+
+
+def under_ft_launcher() -> bool:
+    """True when this process was started by ft_launcher (it has a rank-monitor socket)."""
+    return bool(os.environ.get(IPC_ENV))
+
+
+class FtMonitor:
+    """Wraps ``RankMonitorClient``; a no-op when not under ft_launcher or when disabled."""
+
+    def __init__(self, enabled: bool = True, calculate_timeouts: bool = False) -> None:
+        self.active = enabled and under_ft_launcher()
+        self.calculate_timeouts = calculate_timeouts
+        self.client: Any = None
+        self._open: set[str] = set()
+        self._loaded: dict[str, Any] | None = None
+        if enabled and not self.active:
+            log.info("ft_monitor: not under ft_launcher (%s unset): heartbeats and sections are no-ops", IPC_ENV)
+
+    def start(self) -> None:
+        """Connect to the rank monitor (once per process; survives in-process restarts)."""
+        if not self.active or self.client is not None:
+            return
+        from nvidia_resiliency_ext.fault_tolerance import RankMonitorClient
+
+        self.client = RankMonitorClient()
+        if self._loaded:
+            self.client.load_state_dict(self._loaded)
+        self.client.init_workload_monitoring()
+
+    def heartbeat(self, step: int) -> None:
+        if self.client is not None:
+            self.client.send_heartbeat()
+
+    @contextlib.contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        """A timed section; sections other than setup/step/checkpoint are not monitored."""
+        if self.client is None or name not in SECTIONS or name in self._open:
+            yield
+            return
+        self.client.start_section(name)
+        self._open.add(name)
+        try:
+            yield
+        finally:
+            self._open.discard(name)
+            with contextlib.suppress(Exception):
+                self.client.end_section(name)
+
+    def end_all_sections(self) -> None:
+        """Close open sections (after an in-process restart interrupted them)."""
+        self._open.clear()
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.end_all_sections()
+
+    def at_checkpoint(self) -> None:
+        """Let NVRx compute timeouts from observed times (collective; opt-in)."""
+        if self.client is None or not self.calculate_timeouts:
+            return
+        self.client.calculate_and_set_hb_timeouts(skip_if_not_ready=True)
+        self.client.calculate_and_set_section_timeouts(skip_if_not_ready=True)
+
+    def request_shutdown(self, reason: str) -> bool:
+        """Ask ft_launcher not to restart the workers (unrecoverable); True if the request was sent."""
+        if self.client is None:
+            return False
+        from nvidia_resiliency_ext.fault_tolerance import WorkloadAction, WorkloadControlRequest
+
+        try:
+            self.client.send_workload_control_request(WorkloadControlRequest(WorkloadAction.ShutdownWorkload, reason))
+        except Exception as err:  # the launcher connection is optional (older launchers)
+            log.warning("ft_monitor: shutdown request failed: %s", err)
+            return False
+        return True
+
+    def shutdown(self) -> None:
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.shutdown_workload_monitoring()
+            self.client = None
+
+    # Stateful (JSON text so that any checkpoint format can hold it)
+    def state_dict(self) -> dict[str, Any]:
+        state = self.client.state_dict() if self.client is not None else (self._loaded or {})
+        return {"rank_monitor": json.dumps(state, sort_keys=True)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raw = state.get("rank_monitor")
+        if not raw:
+            return
+        self._loaded = json.loads(raw)
+        if self.client is not None:
+            self.client.load_state_dict(self._loaded)
+
+
+def ft_launcher_yaml(ft: Any) -> str:
+    """The ``fault_tolerance:`` YAML for ``ft_launcher --ft-cfg-path`` from ``cfg.ft`` (0.4.1 and 0.7.0)."""
+    import yaml
+
+    section = {
+        "initial_rank_heartbeat_timeout": ft.initial_rank_heartbeat_timeout_s,
+        "rank_heartbeat_timeout": ft.rank_heartbeat_timeout_s,
+        "rank_section_timeouts": dict(ft.section_timeouts_s),
+        "rank_out_of_section_timeout": ft.rank_out_of_section_timeout_s,
+    }
+    return yaml.safe_dump({"fault_tolerance": section}, sort_keys=True)
+
+
+def ft_launcher_args(ft: Any, cfg_path: str, nproc: int, port: int) -> list[str]:
+    """ft_launcher arguments for one node (standalone-style rendezvous on localhost)."""
+    return [
+        f"--nproc-per-node={nproc}",
+        f"--max-restarts={ft.max_restarts}",
+        f"--monitor-interval={ft.monitor_interval_s}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port}",
+        f"--ft-cfg-path={cfg_path}",
+    ]

@@ -1,0 +1,226 @@
+"""Local run: CPU workers under ft_launcher (or torchrun) with the in-process wrapper, tiny model.
+
+``python -m training.local --run-dir DIR [--steps N] [--faults SPEC] [--nproc 2] [--mode MODE] [--env ENV] [--fresh]``
+
+Defaults come from ``cfg.local`` (steps, nproc, the fault schedule that exercises every layer, short
+CPU timeouts ``cfg.local.inprocess`` / ``cfg.local.ft``). ``--faults ""`` runs without faults.
+``--fresh`` empties the run directory first. Progress is read from the run's ``events.jsonl``; the
+launcher's own output goes to ``<run_dir>/launcher.log``. In ``k8s-only`` mode a failed launch is
+relaunched with ``JOB_ATTEMPT`` + 1 (what Kubernetes' pod restart does), up to ``job.backoff_limit``.
+
+Exits non-zero with a message when the target step was not reached; the launcher's exit is translated
+by :func:`training.exit_codes.translate_launcher_exit` (ft_launcher restarts exhausted -> unrecoverable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from platform_config import load_config
+from platform_config.schema import MODE_LAYERS, RecoveryMode
+from training.events import EVENTS_FILE
+from training.exit_codes import ExitCode, clear_exit_status, exit_code_for, translate_launcher_exit
+from training.ft_monitor import ft_launcher_args, ft_launcher_yaml
+from training.inprocess_restart import STORE_PORT_ENV
+
+SUMMARY_FILE = "summary.json"
+
+
+class Progress(threading.Thread):
+    """Follows ``events.jsonl`` and prints a line per ``every`` steps and per fault / restart / exit."""
+
+    def __init__(self, run_dir: Path, every: int, target: int, t0: float) -> None:
+        super().__init__(daemon=True)
+        self.path = run_dir / EVENTS_FILE
+        self.every = max(1, every)
+        self.target = target
+        self.t0 = t0
+        self.stop = threading.Event()
+        self.pos = 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.poll()
+            time.sleep(0.2)
+        self.poll()
+
+    def poll(self) -> None:
+        try:
+            with open(self.path) as f:
+                f.seek(self.pos)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        lines = data.split("\n")
+        self.pos += len(data) - len(lines[-1])
+        for line in lines[:-1]:
+            try:
+                self.show(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+
+    def show(self, e: dict[str, Any]) -> None:
+        t = f"[{time.monotonic() - self.t0:6.1f}s]"
+        ev = e["event"]
+        if ev == "step" and (e["step"] % self.every == 0 or e["step"] == self.target):
+            print(f"{t} step {e['step']:>5}/{self.target}  loss {e['loss']:.4f}", flush=True)
+        elif ev == "fault_injected":
+            print(
+                f"{t} FAULT  {e['kind']} injected on rank {e['fault_rank']} at {e.get('phase', 'step')} step {e['step']}"
+            )
+        elif ev == "restart_begin" and e["rank"] == 0:
+            print(f"{t} RESTART begin: layer {e['layer']}, cause {e['cause']}", flush=True)
+        elif ev == "restart_end" and e["rank"] == 0:
+            print(f"{t} RESTART end:   layer {e['layer']}, resumed from step {e.get('resumed_step')}", flush=True)
+        elif ev == "restore" and e.get("from_step") is not None:
+            print(f"{t} restored checkpoint of step {e['from_step']} ({e.get('tier')})", flush=True)
+        elif ev == "ckpt_quarantined":
+            print(f"{t} checkpoint of step {e['step']} quarantined: {e['reason']}", flush=True)
+        elif ev == "ckpt_failed":
+            print(f"{t} checkpoint of step {e['step']} FAILED: {e['error']}", flush=True)
+        elif ev == "exit" and e["code"]:
+            print(f"{t} rank {e['rank']} exited with code {e['code']} ({e['reason']})", flush=True)
+
+
+def worker_command(args: argparse.Namespace, mode: RecoveryMode, steps: int, faults: str) -> list[str]:
+    cmd = [
+        "-m",
+        "training.train",
+        "--run-dir",
+        str(args.run_dir),
+        "--mode",
+        mode.value,
+        "--steps",
+        str(steps),
+        "--faults",
+        faults,
+        "--short-timeouts",
+    ]
+    if args.env:
+        cmd += ["--env", args.env]
+    if args.config:
+        cmd += ["--config", str(args.config)]
+    return cmd
+
+
+def launch(args: argparse.Namespace) -> int:
+    """Run the job; returns the process exit code."""
+    import torch
+
+    cfg = load_config(args.config, args.env)
+    mode = RecoveryMode(args.mode) if args.mode else cfg.job.mode
+    layers = MODE_LAYERS[mode]
+    steps = args.steps or cfg.local.steps
+    nproc = args.nproc or cfg.local.nproc
+    faults = cfg.local.faults if args.faults is None else args.faults
+    port = args.port or cfg.local.rendezvous_port
+    run_dir: Path = args.run_dir.resolve()
+    args.run_dir = run_dir
+    if args.fresh and run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not torch.cuda.is_available():
+        print("== CPU fallback: no CUDA here, so gloo + fp32 on CPU workers (a tiny model) ==", flush=True)
+    print(
+        f"== local run: mode {mode.value}, {nproc} workers, {steps} steps, faults {faults or '(none)'} -> {run_dir} ==",
+        flush=True,
+    )
+    env = dict(os.environ)
+    env.update(
+        {
+            STORE_PORT_ENV: str(args.store_port or cfg.local.inprocess_store_port),
+            "TORCH_CPP_LOG_LEVEL": "error",
+            "PYTHONUNBUFFERED": "1",
+            "OMP_NUM_THREADS": "1",
+            "PYTHONWARNINGS": "ignore",
+        }
+    )
+    worker = worker_command(args, mode, steps, faults)
+    ft = cfg.local.ft
+    if layers.ft_launcher:
+        ft_yaml = run_dir / "ft_launcher.yaml"
+        ft_yaml.write_text(ft_launcher_yaml(ft))
+        launcher = ["ft_launcher", *ft_launcher_args(ft, str(ft_yaml), nproc, port)]
+    else:
+        launcher = ["torchrun", f"--nproc-per-node={nproc}", "--max-restarts=0", f"--master-port={port}"]
+    bin_dir = Path(sys.executable).parent
+    launcher[0] = str(bin_dir / launcher[0]) if (bin_dir / launcher[0]).exists() else launcher[0]
+    t0 = time.monotonic()
+    progress = Progress(run_dir, args.progress_every, steps, t0)
+    progress.start()
+    attempts = cfg.job.backoff_limit + 1 if mode == RecoveryMode.K8S_ONLY else 1
+    code, message = 1, ""
+    with open(run_dir / "launcher.log", "a") as logf:
+        for attempt in range(attempts):
+            env["JOB_ATTEMPT"] = str(attempt)
+            if attempt:
+                print(f"[{time.monotonic() - t0:6.1f}s] JOB   pod restart (attempt {attempt}), as Kubernetes would")
+            clear_exit_status(run_dir)
+            logf.write(f"== attempt {attempt}: {' '.join(launcher + worker)}\n")
+            logf.flush()
+            rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)
+            code, message = translate_launcher_exit(
+                rc, run_dir, cfg.ft.unrecoverable_exit_code, restarts_exhausted=layers.ft_launcher
+            )
+            if code == 0 or code in (cfg.ft.unrecoverable_exit_code, int(ExitCode.NO_USABLE_CHECKPOINT)):
+                break
+    progress.stop.set()
+    progress.join(timeout=5)
+    return finish(run_dir, steps, code, message, time.monotonic() - t0, cfg.ft.unrecoverable_exit_code)
+
+
+def finish(run_dir: Path, steps: int, code: int, message: str, wall: float, unrecoverable: int) -> int:
+    """Print the outcome; non-zero unless the target step was reached."""
+    summary_path = run_dir / SUMMARY_FILE
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+    if code == 0 and summary and summary["final_step"] >= steps:
+        print(
+            f"== OK in {wall:.1f}s: step {summary['final_step']}/{steps}, faults injected "
+            f"{summary['faults_injected']}, restarts by layer {summary['restarts_by_layer']}, "
+            f"final state sha256 {summary['final_state_sha256'][:16]}... ({summary_path}) ==",
+            flush=True,
+        )
+        return 0
+    if code == 0:
+        code, message = exit_code_for("exception", unrecoverable), "launcher succeeded but no summary.json"
+    reached = summary["final_step"] if summary else "?"
+    print(
+        f"== FAILED after {wall:.1f}s: target step {steps} not reached (summary step {reached}); "
+        f"exit {code}: {message}. Worker output: {run_dir / 'launcher.log'} ==",
+        file=sys.stderr,
+        flush=True,
+    )
+    return code
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="training.local", description=__doc__.split("\n\n")[0])
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--steps", type=int, default=None, help="default: cfg.local.steps")
+    p.add_argument("--faults", default=None, help='default: cfg.local.faults; "" = none')
+    p.add_argument("--nproc", type=int, default=None, help="default: cfg.local.nproc")
+    p.add_argument("--mode", default=None, choices=[m.value for m in RecoveryMode], help="default: cfg.job.mode")
+    p.add_argument("--env", default=None)
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--fresh", action="store_true", help="empty the run directory first")
+    p.add_argument("--port", type=int, default=None, help="rendezvous port (default: cfg.local.rendezvous_port)")
+    p.add_argument("--store-port", type=int, default=None, help="in-process store port")
+    p.add_argument("--progress-every", type=int, default=20, help="print a progress line every N steps")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return launch(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,388 @@
+"""Training entry point: distributed init + Trainer + faults + ft monitor + in-process wrapper.
+
+``python -m training.train --config PATH --run-dir DIR [--env ENV] [--mode MODE] [--faults SPEC]
+[--steps N] [--fresh] [--short-timeouts]``
+
+Run one process per rank under ``ft_launcher`` (modes with ft_launcher) or ``torchrun``. What is on
+comes from ``cfg.layers`` (``cfg.job.mode``, or ``--mode``); ``--local`` swaps in ``cfg.local.inprocess``
+and ``cfg.local.ft`` (short CPU timeouts). Restart events are emitted by the layer that recovered:
+
+- in-process: on Wrapper re-entry (``CallWrapper.iteration`` grew) -> ``restart_begin`` (cause, layer
+  ``inprocess``), then ``restart_end`` once the state is restored;
+- ft_launcher: a new worker whose ``TORCHELASTIC_RESTART_COUNT`` is above 0 -> the same pair with layer
+  ``ft_launcher``; the cause is the newest fault in the persisted fault state, else ``worker_failure``;
+- job (Kubernetes): a first worker of a new pod (``JOB_ATTEMPT`` > 0) -> layer ``job``.
+
+Exit codes: :mod:`training.exit_codes`. Rank 0 writes ``summary.json`` when the target step is reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from platform_config import load_config
+from platform_config.schema import MODE_LAYERS, ProjectConfig, RecoveryMode
+from training import timeout_check
+from training.events import EventLog, read_events
+from training.exit_codes import (
+    ExitCode,
+    FailureLedger,
+    UnrecoverableError,
+    atomic_write_json,
+    check_codes,
+    classify,
+    exit_code_for,
+    write_exit_status,
+)
+from training.faults import FaultInjector, fired_faults, schedule_from_config
+from training.ft_monitor import FtMonitor
+from training.inprocess_restart import RestartTracker, build_wrapper, is_restart_abort, store_port, wrap
+
+SUMMARY_FILE = "summary.json"
+#: Step intervals (after the first) measured before the step-time check runs.
+STEP_CHECK_AFTER = 5
+
+
+def _ns_of_fault(run_dir: Path, since_ns: int) -> str | None:
+    """Kind of the newest fault (any rank) fired after ``since_ns``, from the persisted fault state."""
+    newest: tuple[int, str] | None = None
+    for path in (run_dir / "faults").glob("fired.rank*.json"):
+        with contextlib.suppress(json.JSONDecodeError, FileNotFoundError):
+            for key, ns in json.loads(path.read_text()).items():
+                if int(ns) > since_ns and (newest is None or int(ns) > newest[0]):
+                    newest = (int(ns), key.split("@", 1)[0])
+    return newest[1] if newest else None
+
+
+class ResilienceHooks:
+    """``TrainerHooks``: fault points, ft sections/heartbeats, timeout checks, extra checkpoint state."""
+
+    def __init__(
+        self,
+        cfg: ProjectConfig,
+        injector: FaultInjector,
+        monitor: FtMonitor,
+        *,
+        inprocess: bool,
+        ft_launcher: bool,
+    ) -> None:
+        self.cfg = cfg
+        self.injector = injector
+        self.monitor = monitor
+        self.inprocess = inprocess
+        self.ft_launcher = ft_launcher
+        self.measured: dict[str, float] = {}
+        self._last_beat: float | None = None
+        self._intervals: list[float] = []
+        self._checked: set[str] = set()
+
+    def fault_point(self, phase: str, step: int) -> None:
+        self.injector.fault_point(phase, step)
+
+    @contextlib.contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        with self.monitor.section(name):
+            yield
+        key = {"setup": "init_s", "checkpoint": "checkpoint_s"}.get(name)
+        if key and key not in self._checked:
+            self._check(key, time.monotonic() - t0)
+        if name == "checkpoint":
+            self.monitor.at_checkpoint()
+
+    def heartbeat(self, step: int) -> None:
+        self.monitor.heartbeat(step)
+        now = time.monotonic()
+        if self._last_beat is not None:
+            self._intervals.append(now - self._last_beat)
+        self._last_beat = now
+        if len(self._intervals) == STEP_CHECK_AFTER and "step_s" not in self._checked:
+            self._check("step_s", max(self._intervals[1:]))
+
+    def reset_step_timing(self) -> None:
+        self._last_beat = None
+        self._intervals.clear()
+
+    def _check(self, key: str, value: float) -> None:
+        self._checked.add(key)
+        self.measured[key] = round(value, 4)
+        measured = timeout_check.Measured(**{key: value})
+        findings = timeout_check.check(self.cfg, measured, inprocess=self.inprocess, ft_launcher=self.ft_launcher)
+        if self.injector.rank == 0 or any(f.level == "error" for f in findings):
+            timeout_check.enforce(findings)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"fault_injector": self.injector, "ft_monitor": self.monitor}
+
+
+class Runner:
+    """The function the in-process Wrapper calls (once per iteration), or called once without it."""
+
+    def __init__(self, cfg: ProjectConfig, args: argparse.Namespace, mode: RecoveryMode) -> None:
+        self.cfg = cfg
+        self.args = args
+        self.mode = mode
+        self.layers = MODE_LAYERS[mode]
+        self.run_dir: Path = args.run_dir
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.steps = args.steps or cfg.train.steps
+        self.events = EventLog(self.run_dir, self.rank, layer=self._default_layer())
+        self.ledger = FailureLedger(self.run_dir, self.rank, cfg.faults.max_repeats)
+        faults = schedule_from_config(cfg, args.faults, self.steps, self.world_size)
+        self.injector = FaultInjector(faults, self.run_dir, self.rank, self.events, self.ledger, self.events.layer)
+        self.monitor = FtMonitor(enabled=self.layers.ft_launcher, calculate_timeouts=cfg.ft.calculate_timeouts)
+        self.hooks = ResilienceHooks(
+            cfg, self.injector, self.monitor, inprocess=self.layers.inprocess, ft_launcher=self.layers.ft_launcher
+        )
+        self.tracker = RestartTracker()
+        self.entered_ns = self._previous_start_ns()
+        self.last_step = 0
+        self.summary: dict[str, Any] | None = None
+        self._store: Any = None
+
+    def _default_layer(self) -> str:
+        if self.layers.inprocess:
+            return "inprocess"
+        return "ft_launcher" if self.layers.ft_launcher else "job"
+
+    def _previous_start_ns(self) -> int:
+        """When the previous process of this rank started (0 if none); records this start."""
+        path = self.run_dir / "faults" / f"start.rank{self.rank}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            prev = int(json.loads(path.read_text())["ns"])
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            prev = 0
+        atomic_write_json(path, {"ns": time.time_ns()})
+        return prev
+
+    def _restart_layer(self, iteration: int) -> tuple[str, str] | None:
+        """(layer, cause) if this entry is a recovery, else None."""
+        if iteration > 0:
+            cause = _ns_of_fault(self.run_dir, self.entered_ns) or self.tracker.cause or "peer_fault"
+            return "inprocess", cause
+        if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 and self.layers.ft_launcher:
+            return "ft_launcher", _ns_of_fault(self.run_dir, self.entered_ns) or "worker_failure"
+        if int(os.environ.get("JOB_ATTEMPT", "0")) > 0 and self.entered_ns:
+            return "job", _ns_of_fault(self.run_dir, self.entered_ns) or "pod_failure"
+        return None
+
+    def __call__(self, call_wrapper: Any = None) -> int:
+        from training import distributed
+        from training.trainer import Trainer
+
+        iteration = call_wrapper.iteration if call_wrapper is not None else 0
+        self.rank = int(os.environ.get("RANK", self.rank))
+        self.world_size = int(os.environ.get("WORLD_SIZE", self.world_size))
+        self.events.rank = self.rank
+        self.events.iteration = iteration
+        restart = self._restart_layer(iteration)
+        entered_ns = time.time_ns()
+        if restart:
+            layer, cause = restart
+            extra = {"detected_ts": self.tracker.detected_ts} if layer == "inprocess" else {}
+            self.events.emit("restart_begin", cause=cause, layer=layer, emit_layer=layer, **extra)
+            print(f"[train] rank {self.rank}: {layer} restart #{iteration or ''} after {cause}", flush=True)
+            self.monitor.end_all_sections()
+            self.hooks.reset_step_timing()
+        self.entered_ns = entered_ns
+        reason = self.ledger.escalation()
+        if reason:
+            raise UnrecoverableError(reason)
+        self._init_process_group(iteration)
+        self.events.emit("start", world_size=self.world_size, mode=self.mode.value, device=str(distributed.device()))
+        trainer = Trainer(
+            self.cfg,
+            self.run_dir,
+            self.events,
+            checkpoint_mode=self.layers.checkpoint_mode,
+            target_steps=self.steps,
+            hooks=self.hooks,
+            allow_fresh_start=self.args.fresh,
+        )
+        try:
+            trainer.setup()
+            resumed = trainer.restore()
+            if restart:
+                self.events.emit("restart_end", layer=restart[0], emit_layer=restart[0], resumed_step=resumed)
+            final = trainer.train()
+            self.last_step = final
+            digest = trainer.state_digest()
+            trainer.close()
+            if self.rank == 0:
+                self.summary = self._summary(final, digest)
+            return final
+        except Exception as err:
+            self.last_step = max(self.last_step, getattr(trainer, "step", 0) or 0)
+            if getattr(err, "fault_kind", None) is None:  # injected faults were counted when they fired
+                self.ledger.record(classify(err), self.last_step)
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                trainer.close()
+            distributed.destroy_process_group()
+
+    def _init_process_group(self, iteration: int) -> None:
+        """Default group; under the in-process layer on a fresh key prefix of one store per iteration.
+
+        Re-initialising with ``env://`` on re-entry reuses the launcher store's keys of the previous
+        iteration (seen hanging under ft_launcher), so each iteration gets ``PrefixStore("iter<N>")``.
+        """
+        import datetime
+
+        import torch.distributed as dist
+
+        from training import distributed
+
+        timeout_s = self.cfg.inprocess.gloo_timeout_s
+        if not self.layers.inprocess:
+            distributed.init_process_group(timeout_s=timeout_s)
+            return
+        if self._store is None:
+            agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+            self._store = dist.TCPStore(
+                os.environ["MASTER_ADDR"],
+                int(os.environ["MASTER_PORT"]),
+                self.world_size,
+                is_master=self.rank == 0 and not agent_store,
+                timeout=datetime.timedelta(seconds=self.cfg.inprocess.barrier_timeout_s),
+                multi_tenant=True,
+                wait_for_workers=False,
+            )
+        store = dist.PrefixStore(f"train_iter{iteration}", self._store)
+        distributed.init_process_group(timeout_s=timeout_s, store=store, rank=self.rank, world_size=self.world_size)
+
+    def _summary(self, final: int, digest: str) -> dict[str, Any]:
+        events = read_events(self.run_dir)
+        seen: set[tuple[Any, ...]] = set()
+        by_layer = {"inprocess": 0, "ft_launcher": 0, "job": 0}
+        for e in events:
+            if e["event"] == "restart_begin":
+                key = (e["layer"], e["attempt"], e["restart"], e["iteration"])
+                if key not in seen:
+                    seen.add(key)
+                    by_layer[e["layer"]] = by_layer.get(e["layer"], 0) + 1
+        fired = sorted(f"{key} (rank {rank})" for rank, key in fired_faults(self.run_dir))
+        summary = {
+            "final_step": final,
+            "target_steps": self.steps,
+            "final_state_sha256": digest,
+            "faults_injected": len(fired),
+            "faults": fired,
+            "restarts_by_layer": by_layer,
+            "mode": self.mode.value,
+            "world_size": self.world_size,
+            "measured_s": self.hooks.measured,
+        }
+        atomic_write_json(self.run_dir / SUMMARY_FILE, summary)
+        return summary
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="training.train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", type=Path, default=None, help="project.yaml (default: the repository's)")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--env", default=None, help="environments: key of project.yaml")
+    p.add_argument("--mode", default=None, choices=[m.value for m in RecoveryMode], help="default: cfg.job.mode")
+    p.add_argument("--faults", default=None, help="kind@step[:rank][/phase][!],... (default: cfg.faults.schedule)")
+    p.add_argument("--steps", type=int, default=None, help="target step (default: cfg.train.steps)")
+    p.add_argument("--fresh", action="store_true", help="allow a fresh start although checkpoints exist")
+    p.add_argument(
+        "--short-timeouts", action="store_true", help="use cfg.local.inprocess / cfg.local.ft (CPU timeouts)"
+    )
+    return p.parse_args(argv)
+
+
+def resolve_config(args: argparse.Namespace) -> tuple[ProjectConfig, RecoveryMode]:
+    """The config (with local timeouts if ``--local``) and the recovery mode."""
+    cfg = load_config(args.config, args.env)
+    if args.short_timeouts:
+        port = cfg.local.inprocess_store_port
+        cfg = cfg.model_copy(
+            update={
+                "inprocess": cfg.local.inprocess,
+                "ft": cfg.local.ft,
+                "job": cfg.job.model_copy(update={"inprocess_store_port": port}),
+            }
+        )
+    mode = RecoveryMode(args.mode) if args.mode else cfg.job.mode
+    check_codes(cfg.ft.unrecoverable_exit_code)
+    return cfg, mode
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train; returns the process exit code."""
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "error")
+    cfg, mode = resolve_config(args)
+    layers = MODE_LAYERS[mode]
+    runner = Runner(cfg, args, mode)
+    unrecoverable = cfg.ft.unrecoverable_exit_code
+    for f in timeout_check.check_static(cfg, inprocess=layers.inprocess, ft_launcher=layers.ft_launcher):
+        if runner.rank == 0:
+            print(f"[timeout-check] {f}", flush=True)
+    code, cause, message = 0, "completed", ""
+    try:
+        runner.monitor.start()
+        if layers.inprocess:
+            world = runner.world_size
+            min_world = world if layers.ft_launcher else min(cfg.inprocess.min_world_size, world)
+            wrapper = build_wrapper(
+                cfg.inprocess,
+                port=store_port(cfg.job.inprocess_store_port),
+                min_world_size=min_world,
+                tracker=runner.tracker,
+                log_dir=None,
+            )
+            wrap(wrapper, runner)()
+        else:
+            runner()
+    except UnrecoverableError as err:
+        cause = getattr(err, "cause", "unrecoverable")
+        code, message = exit_code_for(cause, unrecoverable), err.reason
+    except BaseException as err:
+        if is_restart_abort(err):
+            cause, message = "unrecoverable", f"in-process restarts exhausted or world too small: {err}"
+        else:
+            cause = classify(err)
+            message = f"{type(err).__name__}: {err}"
+            if layers.ft_launcher or not isinstance(err, Exception):
+                traceback.print_exc()
+        code = exit_code_for(cause, unrecoverable)
+    if code:
+        print(f"[train] rank {runner.rank}: exiting with code {code} ({cause}): {message}", file=sys.stderr, flush=True)
+        write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank)
+        if cause in ("unrecoverable", "config", "no_usable_checkpoint"):
+            runner.monitor.request_shutdown(f"{cause}: {message[:200]}")
+    runner.events.emit("exit", reason=cause, code=code, step=runner.last_step)
+    runner.monitor.shutdown()
+    if runner.summary is not None:
+        s = runner.summary
+        print(
+            f"[train] done: step {s['final_step']}/{s['target_steps']}, restarts {s['restarts_by_layer']}, "
+            f"faults {s['faults_injected']}, state sha256 {s['final_state_sha256'][:16]}...",
+            flush=True,
+        )
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, OSError) as err:  # configuration / argument problems before training starts
+        print(f"[train] configuration error: {err}", file=sys.stderr)
+        return int(ExitCode.CONFIG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
