@@ -44,11 +44,17 @@ class InstanceType:
     gpudirect_rdma: bool = True  # FI_EFA_USE_DEVICE_RDMA=1
 
     def network_interfaces(self) -> list[NetworkInterfaceSpec]:
-        """Launch-template interfaces: card 0 carries the primary ENA+EFA interface
-        (device index 0); every other card carries one EFA-only interface (device index 1,
-        the layout terraform-aws-eks uses and VPC CNI >= 1.18.5 understands)."""
+        """Launch-template interfaces, one per network card.
+
+        Card 0 carries the primary interface (device index 0) as ``efa`` (ENA + EFA). Every other
+        card carries one ``efa-only`` interface at device index 0, as the EC2 user guide
+        ("Maximize network bandwidth ... with multiple network cards") and the EKS EFA guide
+        prescribe: "use the next unused network card index, device index 0, for EFA-only".
+        EFA-only interfaces take no IP address from the subnet; VPC CNI >= 1.18.5 ignores them.
+        (terraform-aws-eks v21 uses device index 1 there, the slot the guide reserves for an
+        optional extra ENA interface on that card.)"""
         cards = [NetworkInterfaceSpec(0, 0, "efa")]
-        cards += [NetworkInterfaceSpec(i, 1, "efa-only") for i in range(1, self.efa_cards)]
+        cards += [NetworkInterfaceSpec(i, 0, "efa-only") for i in range(1, self.efa_cards)]
         return cards
 
     @property

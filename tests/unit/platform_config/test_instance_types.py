@@ -11,7 +11,7 @@ def test_p5_has_32_cards_efa_on_card0_efa_only_elsewhere() -> None:
     nics = instance_type("p5.48xlarge").network_interfaces()
     assert [n.network_card_index for n in nics] == list(range(32))
     assert nics[0].interface_type == "efa" and nics[0].device_index == 0
-    assert all(n.interface_type == "efa-only" and n.device_index == 1 for n in nics[1:])
+    assert all(n.interface_type == "efa-only" and n.device_index == 0 for n in nics[1:])
 
 
 @pytest.mark.parametrize(("name", "cards"), [("p5e.48xlarge", 32), ("p5en.48xlarge", 16), ("p4de.24xlarge", 4)])

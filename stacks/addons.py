@@ -1,0 +1,91 @@
+"""EKS managed add-ons: vpc-cni, kube-proxy, CoreDNS, the Pod Identity agent and the FSx CSI driver."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IDependable
+
+from platform_config import ProjectConfig
+from stacks.compliance import acknowledge
+
+#: Service account of the FSx CSI controller (fixed by the add-on).
+FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
+FSX_CSI_NAMESPACE = "kube-system"
+
+
+@dataclass(frozen=True)
+class AddonsProps:
+    """Inputs of :class:`Addons`.
+
+    Attributes:
+        cfg: the project configuration (``cluster.addon_versions``: name -> version, absent = EKS default).
+        cluster: the EKS cluster.
+        system_nodes: CoreDNS and the FSx CSI controller wait for these nodes (their pods need somewhere to run).
+    """
+
+    cfg: ProjectConfig
+    cluster: eks.Cluster
+    system_nodes: IDependable
+
+
+class Addons(Construct):
+    """The managed add-ons, ordered like terraform-aws-eks' ``before_compute``.
+
+    vpc-cni and kube-proxy are created before any node (nodes only turn Ready with a CNI); CoreDNS
+    and the FSx CSI driver after the system node group. The FSx CSI controller gets an IAM role
+    through a Pod Identity association (the agent add-on is created first). Versions come from
+    ``cluster.addon_versions``; an absent entry takes the EKS default for the cluster's Kubernetes
+    version (every default vpc-cni of a supported version is >= v1.18.5, which efa-only interfaces need).
+
+    Attributes:
+        addons: add-on name -> construct.
+        fsx_csi_role: the role of the FSx CSI controller.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: AddonsProps) -> None:
+        super().__init__(scope, construct_id)
+        cluster = props.cluster
+        versions = props.cfg.cluster.addon_versions
+        self.addons: dict[str, eks.Addon] = {}
+
+        def addon(name: str, *deps: IDependable) -> eks.Addon:
+            a = eks.Addon(self, name, cluster=cluster, addon_name=name, addon_version=versions.get(name))
+            cfn = a.node.default_child
+            cfn.add_property_override("ResolveConflicts", "OVERWRITE")  # type: ignore[union-attr]
+            for d in deps:
+                a.node.add_dependency(d)
+            self.addons[name] = a
+            return a
+
+        addon("vpc-cni")
+        addon("kube-proxy")
+        addon("coredns", props.system_nodes)
+        agent = cluster.eks_pod_identity_agent
+        if agent is not None:
+            self.addons["eks-pod-identity-agent"] = agent  # type: ignore[assignment]
+
+        self.fsx_csi_role = iam.Role(
+            self,
+            "FsxCsiRole",
+            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+            description="FSx CSI controller (static volumes only: describe file systems)",
+        )
+        self.fsx_csi_role.add_to_policy(iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"]))
+        acknowledge(
+            self.fsx_csi_role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "fsx:DescribeFileSystems supports no resource-level permissions; it is the role's only action.",
+        )
+        fsx = addon("aws-fsx-csi-driver", props.system_nodes, *([agent] if agent is not None else []))
+        fsx.node.default_child.add_property_override(  # type: ignore[union-attr]
+            "PodIdentityAssociations",
+            [{"ServiceAccount": FSX_CSI_SERVICE_ACCOUNT, "RoleArn": self.fsx_csi_role.role_arn}],
+        )
+
+    @property
+    def before_compute(self) -> list[eks.Addon]:
+        """Add-ons every node needs before it can turn Ready."""
+        return [self.addons["vpc-cni"], self.addons["kube-proxy"]]

@@ -1,0 +1,33 @@
+"""``<name>-storage``: the FSx for Lustre scratch file system and its Kubernetes volume objects."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from platform_config import ProjectConfig
+from stacks.cluster_stack import ClusterStack
+from stacks.fsx_storage import FsxStorage, FsxStorageProps
+
+
+class StorageStack(Stack):
+    """Scratch storage with its own lifecycle (resize = replace). Outputs ``FsxFileSystemId``."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cfg: ProjectConfig, platform: ClusterStack, **kwargs
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.storage = FsxStorage(
+            self,
+            "Fsx",
+            FsxStorageProps(
+                cfg=cfg,
+                vpc=platform.network.vpc,
+                subnet=platform.network.gpu_subnet,
+                node_security_group=platform.efa.security_group,
+                cluster=platform.eks.cluster,
+            ),
+        )
+        CfnOutput(
+            self, "FsxFileSystemId", value=self.storage.file_system.file_system_id, description="FSx for Lustre id"
+        )

@@ -1,0 +1,74 @@
+"""A small managed AL2023 node group for CoreDNS, the device-plugin controllers and add-on controllers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from platform_config import ProjectConfig
+from stacks.compliance import acknowledge_node_role
+
+#: Extra headroom above ``cluster.system_node_count`` for rolling updates.
+MAX_SURGE_NODES = 1
+
+
+@dataclass(frozen=True)
+class SystemNodeGroupProps:
+    """Inputs of :class:`SystemNodeGroup`.
+
+    Attributes:
+        cfg: the project configuration (``cluster.system_node_instance_type`` / ``system_node_count``).
+        cluster: the EKS cluster.
+        subnets: private subnets the nodes spread over.
+    """
+
+    cfg: ProjectConfig
+    cluster: eks.Cluster
+    subnets: list[ec2.ISubnet]
+
+
+class SystemNodeGroup(Construct):
+    """EKS managed node group (AL2023 x86_64 standard AMI) with its own least-privilege node role.
+
+    EKS creates the node role's ``EC2_LINUX`` access entry for managed node groups itself.
+
+    Attributes:
+        nodegroup: the managed node group.
+        role: the node IAM role.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: SystemNodeGroupProps) -> None:
+        super().__init__(scope, construct_id)
+        c = props.cfg.cluster
+        self.role = iam.Role(
+            self,
+            "NodeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"EKS system nodes of {c.name}",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(n)
+                for n in (
+                    "AmazonEKSWorkerNodePolicy",
+                    "AmazonEKS_CNI_Policy",
+                    "AmazonEC2ContainerRegistryReadOnly",
+                    "AmazonSSMManagedInstanceCore",
+                )
+            ],
+        )
+        acknowledge_node_role(self.role)
+        self.nodegroup = props.cluster.add_nodegroup_capacity(
+            "System",
+            nodegroup_name=f"{c.name}-system",
+            ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+            instance_types=[ec2.InstanceType(c.system_node_instance_type)],
+            min_size=c.system_node_count,
+            desired_size=c.system_node_count,
+            max_size=c.system_node_count + MAX_SURGE_NODES,
+            subnets=ec2.SubnetSelection(subnets=props.subnets),
+            node_role=self.role,
+            labels={"node-group": "system"},
+        )

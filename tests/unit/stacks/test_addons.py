@@ -1,0 +1,55 @@
+"""Managed add-ons: the five add-ons, ordering around the node groups, FSx CSI Pod Identity."""
+
+from __future__ import annotations
+
+from stacks.addons import FSX_CSI_SERVICE_ACCOUNT
+from tests.unit.stacks.conftest import Synthesized, resources
+
+
+def addons_by_name(env: Synthesized) -> dict[str, tuple[str, dict]]:
+    tpl = env.template_json(env.platform.cluster)
+    return {v["Properties"]["AddonName"]: (k, v) for k, v in resources(tpl, "AWS::EKS::Addon").items()}
+
+
+def test_the_five_addons(any_env: Synthesized) -> None:
+    assert set(addons_by_name(any_env)) == {
+        "vpc-cni",
+        "kube-proxy",
+        "coredns",
+        "eks-pod-identity-agent",
+        "aws-fsx-csi-driver",
+    }
+
+
+def test_versions_default_to_eks_defaults(default_env: Synthesized) -> None:
+    for name, (_, addon) in addons_by_name(default_env).items():
+        assert "AddonVersion" not in addon["Properties"], name
+
+
+def test_fsx_csi_driver_gets_pod_identity_role(default_env: Synthesized) -> None:
+    _, fsx = addons_by_name(default_env)["aws-fsx-csi-driver"]
+    (assoc,) = fsx["Properties"]["PodIdentityAssociations"]
+    assert assoc["ServiceAccount"] == FSX_CSI_SERVICE_ACCOUNT
+    role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
+    role = default_env.template_json(default_env.platform.cluster)["Resources"][role_id]["Properties"]
+    statement = role["AssumeRolePolicyDocument"]["Statement"][0]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    agent_id, _ = addons_by_name(default_env)["eks-pod-identity-agent"]
+    assert agent_id in fsx["DependsOn"]
+
+
+def test_cni_before_nodes_and_coredns_after(default_env: Synthesized) -> None:
+    tpl = default_env.template_json(default_env.platform.cluster)
+    addons = addons_by_name(default_env)
+    ((ng_id, ng),) = resources(tpl, "AWS::EKS::Nodegroup").items()
+    ((_, asg),) = resources(tpl, "AWS::AutoScaling::AutoScalingGroup").items()
+    for name in ("vpc-cni", "kube-proxy"):
+        assert addons[name][0] in ng["DependsOn"]
+        assert addons[name][0] in asg["DependsOn"]
+    assert ng_id in addons["coredns"][1]["DependsOn"]
+
+
+def test_addon_conflicts_overwrite(default_env: Synthesized) -> None:
+    for name in ("vpc-cni", "kube-proxy", "coredns", "aws-fsx-csi-driver"):
+        assert addons_by_name(default_env)[name][1]["Properties"]["ResolveConflicts"] == "OVERWRITE"

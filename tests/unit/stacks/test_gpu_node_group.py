@@ -1,0 +1,130 @@
+"""The self-managed GPU node group: interfaces, placement, IMDSv2, root volume, capacity, access entry."""
+
+from __future__ import annotations
+
+import pytest
+
+from platform_config import INSTANCE_TYPES, config_from_dict
+from stacks.gpu_node_group import IMDS_HOP_LIMIT, capacity_options, gpu_ami_parameter_name, network_interfaces
+from tests.unit.stacks.conftest import Synthesized, only
+
+
+def lt_data(env: Synthesized) -> dict:
+    return only(env.template_json(env.platform.cluster), "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+
+
+def test_p5_has_32_interfaces_with_exact_types_and_indices(default_env: Synthesized) -> None:
+    nics = lt_data(default_env)["NetworkInterfaces"]
+    assert len(nics) == 32
+    assert [(n["NetworkCardIndex"], n["DeviceIndex"], n["InterfaceType"]) for n in nics] == [(0, 0, "efa")] + [
+        (i, 0, "efa-only") for i in range(1, 32)
+    ]
+    for n in nics:
+        assert n["DeleteOnTermination"] is True
+        assert len(n["Groups"]) == 2  # cluster security group + EFA security group
+
+
+@pytest.mark.parametrize(("name", "cards"), [(n, t.efa_cards) for n, t in INSTANCE_TYPES.items()])
+def test_interfaces_follow_the_instance_table(name: str, cards: int) -> None:
+    nics = network_interfaces(config_from_dict({"gpu_nodes": {"instance_type": name}}), ["sg-1"])
+    assert [n["NetworkCardIndex"] for n in nics] == list(range(cards))
+    assert [n["InterfaceType"] for n in nics] == ["efa"] + ["efa-only"] * (cards - 1)
+
+
+def test_launch_template_has_no_top_level_security_groups(default_env: Synthesized) -> None:
+    data = lt_data(default_env)
+    assert "SecurityGroupIds" not in data and "SecurityGroups" not in data  # EC2 rejects them with NetworkInterfaces
+
+
+def test_imdsv2_required(any_env: Synthesized) -> None:
+    md = lt_data(any_env)["MetadataOptions"]
+    assert md == {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": IMDS_HOP_LIMIT}
+
+
+def test_cluster_placement_group(default_env: Synthesized) -> None:
+    tpl = default_env.template_json(default_env.platform.cluster)
+    pgs = [v for v in tpl["Resources"].values() if v["Type"] == "AWS::EC2::PlacementGroup"]
+    assert [p["Properties"]["Strategy"] for p in pgs] == ["cluster"]
+    pg_id = next(k for k, v in tpl["Resources"].items() if v["Type"] == "AWS::EC2::PlacementGroup")
+    assert lt_data(default_env)["Placement"] == {"GroupName": {"Fn::GetAtt": [pg_id, "GroupName"]}}
+
+
+def test_encrypted_gp3_root_volume(default_env: Synthesized) -> None:
+    (bdm,) = lt_data(default_env)["BlockDeviceMappings"]
+    assert bdm["DeviceName"] == "/dev/xvda"
+    assert bdm["Ebs"] == {
+        "VolumeSize": default_env.cfg.gpu_nodes.root_volume_gib,
+        "VolumeType": "gp3",
+        "Encrypted": True,
+        "DeleteOnTermination": True,
+    }
+
+
+def test_ami_from_ssm_at_deploy_time(any_env: Synthesized) -> None:
+    tpl = any_env.template_json(any_env.platform.cluster)
+    image = lt_data(any_env)["ImageId"]
+    param = tpl["Parameters"][image["Ref"]]
+    assert param["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
+    assert param["Default"] == gpu_ami_parameter_name(any_env.cfg)
+    assert "/1.36/amazon-linux-2023/x86_64/nvidia/" in param["Default"]
+
+
+def test_asg_sizes_subnet_and_tags(any_env: Synthesized) -> None:
+    tpl = any_env.template_json(any_env.platform.cluster)
+    asg = only(tpl, "AWS::AutoScaling::AutoScalingGroup")["Properties"]
+    nodes = any_env.cfg.gpu_nodes
+    assert (asg["MinSize"], asg["DesiredCapacity"], asg["MaxSize"]) == tuple(
+        str(v) for v in (nodes.min_nodes, nodes.node_count, nodes.max_nodes)
+    )
+    assert len(asg["VPCZoneIdentifier"]) == 1
+    owned = {"Key": f"kubernetes.io/cluster/{any_env.cfg.cluster.name}", "Value": "owned", "PropagateAtLaunch": True}
+    assert owned in asg["Tags"]
+
+
+def test_on_demand_has_no_reservation(default_env: Synthesized) -> None:
+    data = lt_data(default_env)
+    assert "InstanceMarketOptions" not in data and "CapacityReservationSpecification" not in data
+
+
+def test_capacity_block_in_prod(prod_env: Synthesized) -> None:
+    data = lt_data(prod_env)
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": prod_env.cfg.gpu_nodes.capacity.reservation_id}
+    }
+
+
+def test_capacity_reservation_without_market_type() -> None:
+    cfg = config_from_dict(
+        {"gpu_nodes": {"capacity": {"type": "capacity-reservation", "reservation_id": "cr-0123456789abcdef0"}}}
+    )
+    assert capacity_options(cfg) == {
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
+        }
+    }
+
+
+def test_node_role_and_ec2_linux_access_entry(default_env: Synthesized) -> None:
+    t = default_env.template(default_env.platform.cluster)
+    role_id = default_env.platform.cluster.get_logical_id(
+        default_env.platform.cluster.gpu_nodes.role.node.default_child
+    )
+    role = default_env.template_json(default_env.platform.cluster)["Resources"][role_id]["Properties"]
+    policies = " ".join(str(p) for p in role["ManagedPolicyArns"])
+    for name in (
+        "AmazonEKSWorkerNodePolicy",
+        "AmazonEKS_CNI_Policy",
+        "AmazonEC2ContainerRegistryReadOnly",
+        "AmazonSSMManagedInstanceCore",
+    ):
+        assert name in policies
+    t.has_resource_properties(
+        "AWS::EKS::AccessEntry", {"Type": "EC2_LINUX", "PrincipalArn": {"Fn::GetAtt": [role_id, "Arn"]}}
+    )
+    entry = next(
+        v
+        for v in default_env.template_json(default_env.platform.cluster)["Resources"].values()
+        if v["Type"] == "AWS::EKS::AccessEntry" and v["Properties"].get("Type") == "EC2_LINUX"
+    )
+    assert "AccessPolicies" not in entry["Properties"] or entry["Properties"]["AccessPolicies"] == []

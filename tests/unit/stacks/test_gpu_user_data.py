@@ -1,0 +1,105 @@
+"""The GPU node user data: labels/taints API, the NodeConfig, and a golden file of what boots a node."""
+
+from __future__ import annotations
+
+import email
+
+import yaml
+
+from platform_config import config_from_dict, load_config
+from stacks.gpu_user_data import (
+    EFA_PRESENT_LABEL,
+    ClusterConnection,
+    gpu_node_labels,
+    gpu_node_taints,
+    gpu_node_tolerations,
+    mime_user_data,
+    node_config,
+)
+from tests.unit.stacks.conftest import Synthesized, check_golden, only
+
+CONN = ClusterConnection(name="c", endpoint="https://x", certificate_authority="Q0E=", service_cidr="172.20.0.0/16")
+
+
+def render_intrinsics(value: object) -> str:
+    """A resolved ``Fn::Base64(Fn::Join)`` user data as readable text; references appear as ``{{...}}``."""
+    if isinstance(value, str):
+        return value
+    assert isinstance(value, dict) and len(value) == 1, value
+    ((fn, arg),) = value.items()
+    if fn == "Fn::Base64":
+        return render_intrinsics(arg)
+    if fn == "Fn::Join":
+        return arg[0].join(render_intrinsics(v) for v in arg[1])
+    if fn == "Ref":
+        return "{{Ref " + arg + "}}"
+    if fn == "Fn::GetAtt":
+        return "{{GetAtt " + ".".join(arg) + "}}"
+    raise AssertionError(f"unexpected intrinsic {fn}")
+
+
+def rendered_user_data(env: Synthesized) -> str:
+    lt = only(env.template_json(env.platform.cluster), "AWS::EC2::LaunchTemplate")
+    return render_intrinsics(lt["Properties"]["LaunchTemplateData"]["UserData"])
+
+
+def test_labels_are_config_labels_plus_efa_present() -> None:
+    cfg = load_config(env="default")
+    labels = gpu_node_labels(cfg)
+    assert labels == {**cfg.gpu_nodes.node_labels, EFA_PRESENT_LABEL: "true"}
+    other = config_from_dict({"gpu_nodes": {"node_labels": {"team": "ml"}}})
+    assert gpu_node_labels(other) == {"team": "ml", EFA_PRESENT_LABEL: "true"}
+
+
+def test_taints_and_tolerations_come_from_config() -> None:
+    assert gpu_node_taints(load_config()) == ["nvidia.com/gpu=true:NoSchedule"]
+    assert gpu_node_tolerations(load_config()) == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    cfg = config_from_dict({"gpu_nodes": {"node_taints": ["a/b:NoExecute", "c=d:NoSchedule"]}})
+    assert gpu_node_tolerations(cfg) == [
+        {"key": "a/b", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "c", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    assert (
+        node_config(cfg, CONN)["spec"]["kubelet"]["flags"][-1] == "--register-with-taints=a/b:NoExecute,c=d:NoSchedule"
+    )
+    untainted = config_from_dict({"gpu_nodes": {"node_taints": []}})
+    assert not any("taints" in f for f in node_config(untainted, CONN)["spec"]["kubelet"]["flags"])
+
+
+def test_mime_document_carries_one_nodeconfig_part() -> None:
+    cfg = load_config()
+    msg = email.message_from_string(mime_user_data(cfg, CONN))
+    assert msg.is_multipart()
+    parts = [p for p in msg.walk() if not p.is_multipart()]
+    assert [p.get_content_type() for p in parts] == ["application/node.eks.aws"]
+    doc = yaml.safe_load(parts[0].get_payload())
+    assert doc == node_config(cfg, CONN)
+    spec = doc["spec"]
+    assert spec["cluster"] == {
+        "name": "c",
+        "apiServerEndpoint": "https://x",
+        "certificateAuthority": "Q0E=",
+        "cidr": "172.20.0.0/16",
+    }
+    assert spec["instance"]["localStorage"]["strategy"] == "RAID0"
+    flags = spec["kubelet"]["flags"]
+    labels = ",".join(f"{k}={v}" for k, v in gpu_node_labels(cfg).items())
+    assert flags == [f"--node-labels={labels}", "--register-with-taints=nvidia.com/gpu=true:NoSchedule"]
+
+
+def test_user_data_in_template_references_the_cluster(default_env: Synthesized) -> None:
+    text = rendered_user_data(default_env)
+    doc = yaml.safe_load(email.message_from_string(text).get_payload()[0].get_payload())
+    cluster = doc["spec"]["cluster"]
+    assert cluster["apiServerEndpoint"].startswith("{{GetAtt EksCluster") and cluster["apiServerEndpoint"].endswith(
+        ".Endpoint}}"
+    )
+    assert cluster["certificateAuthority"].endswith(".CertificateAuthorityData}}")
+    assert cluster["cidr"] == default_env.cfg.cluster.service_ipv4_cidr
+
+
+def test_user_data_golden(any_env: Synthesized) -> None:
+    env_name = "prod" if any_env.cfg.network.vpc_id else "default"
+    check_golden(f"gpu_user_data.{env_name}.txt", rendered_user_data(any_env))
