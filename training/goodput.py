@@ -250,19 +250,20 @@ class RunAnalysis:
             return None
         return self.step_s_without_ckpt / self.step_s_with_ckpt
 
-    def recovery_by_layer(self) -> dict[str, dict[str, float | int | None]]:
+    def values_by_layer(self, attr: str) -> dict[str, list[float]]:
+        """Per recovering layer, the non-null ``attr`` (``recovery_s`` / ``detection_s``) of its faults."""
         groups: dict[str, list[float]] = {}
         for f in self.faults:
-            if f.recovery_s is not None:
-                groups.setdefault(f.layer or UNKNOWN_LAYER, []).append(f.recovery_s)
-        return {layer: _round_stats(summary_stats(v)) for layer, v in sorted(groups.items())}
+            value = getattr(f, attr)
+            if value is not None:
+                groups.setdefault(f.layer or UNKNOWN_LAYER, []).append(value)
+        return dict(sorted(groups.items()))
+
+    def recovery_by_layer(self) -> dict[str, dict[str, float | int | None]]:
+        return {layer: _round_stats(summary_stats(v)) for layer, v in self.values_by_layer("recovery_s").items()}
 
     def detection_by_layer(self) -> dict[str, dict[str, float | int | None]]:
-        groups: dict[str, list[float]] = {}
-        for f in self.faults:
-            if f.detection_s is not None:
-                groups.setdefault(f.layer or UNKNOWN_LAYER, []).append(f.detection_s)
-        return {layer: _round_stats(summary_stats(v)) for layer, v in sorted(groups.items())}
+        return {layer: _round_stats(summary_stats(v)) for layer, v in self.values_by_layer("detection_s").items()}
 
     def restart_causes(self) -> dict[str, Any]:
         return {

@@ -99,10 +99,7 @@ def plot_timeline(a: RunAnalysis, path: str | Path) -> list[str]:
 
 def plot_recovery_hist(a: RunAnalysis, path: str | Path) -> dict[str, int]:
     """Write the recovery-time histogram; returns the number of recoveries drawn per layer."""
-    groups: dict[str, list[float]] = {}
-    for f in a.faults:
-        if f.recovery_s is not None:
-            groups.setdefault(f.layer or UNKNOWN_LAYER, []).append(f.recovery_s)
+    groups = a.values_by_layer("recovery_s")
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     if groups:
         layers = sorted(groups)
@@ -122,7 +119,7 @@ def plot_recovery_hist(a: RunAnalysis, path: str | Path) -> dict[str, int]:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
-    return {k: len(v) for k, v in sorted(groups.items())}
+    return {k: len(v) for k, v in groups.items()}
 
 
 def _pct(x: float | None) -> str:
