@@ -32,7 +32,7 @@ def build_report(run_dir: Path, cfg: ProjectConfig | None = None) -> tuple[dict[
         a.warnings.append(f"{loaded.torn_lines} torn (non-JSON) line(s) skipped")
     if loaded.malformed:
         a.warnings.append(f"{loaded.malformed} line(s) without a numeric ts or an event name skipped")
-    mtbf_hours = getattr(cfg.observability, "mtbf_hours", None) if cfg else None
+    mtbf_hours = cfg.observability.mtbf_hours if cfg else None
     advice = advise_for_run(
         a, mtbf_hours=mtbf_hours, configured_interval_steps=cfg.checkpoint.interval_steps if cfg else None
     )

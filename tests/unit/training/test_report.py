@@ -58,3 +58,13 @@ def test_cli_module_writes_plots(tmp_path: Path) -> None:
     assert (tmp_path / "timeline.png").stat().st_size > 0
     assert (tmp_path / "recovery_hist.png").stat().st_size > 0
     assert json.loads((tmp_path / "report.json").read_text())["plots"] == ["timeline.png", "recovery_hist.png"]
+
+
+def test_configured_mtbf_reaches_the_advice(tmp_path: Path) -> None:
+    _write(tmp_path / "run", scenario_d())
+    cfg = tmp_path / "project.yaml"
+    cfg.write_text("observability:\n  mtbf_hours: 2.0\ncheckpoint:\n  interval_steps: 3\n")
+    assert main([str(tmp_path / "run"), "--no-plots", "--config", str(cfg)]) == 0
+    advice = json.loads((tmp_path / "run" / "report.json").read_text())["advice"]
+    assert advice["mtbf_s"] == 7200.0 and "configured" in advice["mtbf_source"]
+    assert advice["current_interval_steps"] == 3  # one commit in the run: the configured interval
