@@ -19,6 +19,8 @@ unconditionally). All NVRx version differences (0.4.1 here, 0.7.0 on the GPU ima
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import errno
 import hashlib
 import json
@@ -36,6 +38,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpointException
 
 from training.events import EventLog
 from training.state import AppState
@@ -215,6 +218,14 @@ class _InFlight:
     future: Any = None
 
 
+def _default_pg_timeout() -> datetime.timedelta | None:
+    """The default process group's timeout (None = torch's default); added by H4 (resilience)."""
+    with contextlib.suppress(Exception):
+        backend = dist.group.WORLD._get_backend(torch.device("cpu"))  # type: ignore[union-attr]
+        return backend.options._timeout
+    return None
+
+
 class CheckpointManager:
     """Saves and restores :class:`AppState` under ``root``; at most one save in flight.
 
@@ -263,7 +274,9 @@ class CheckpointManager:
                 print(f"[checkpoint] {self.notice}", flush=True)
         # Checkpoint collectives (DCP planning, commit agreement) run on their own gloo group so that an
         # async write thread never interleaves with the training collectives of the default group.
-        self.pg = dist.new_group(backend="gloo") if dist.is_initialized() else None
+        # H4 (resilience): inherit the default group's (short) timeout; new_group's own default is 30 min, which
+        # leaves a peer of a rank that faulted during restore/checkpoint blocked past the in-process hard timeout.
+        self.pg = dist.new_group(backend="gloo", timeout=_default_pg_timeout()) if dist.is_initialized() else None
 
     # ------------------------------------------------------------------ helpers
     def _emit(self, event: str, **fields: Any) -> None:
@@ -332,7 +345,7 @@ class CheckpointManager:
         err: BaseException | None = None
         try:
             dcp.save(state_dict, storage_writer=self._writer(tmp), process_group=self.pg)
-        except Exception as exc:
+        except (Exception, DcpCheckpointException) as exc:
             err = exc
         if not self._all_ok(err is None):
             raise self._fail(step, err or OSError("checkpoint write failed on another rank"))
@@ -350,7 +363,7 @@ class CheckpointManager:
         flight = _InFlight(step, tmp, t0)
         try:
             fut = dcp.async_save(state_dict, storage_writer=self._writer(tmp), process_group=self.pg)
-        except Exception as exc:  # staging failed (e.g. out of host memory)
+        except (Exception, DcpCheckpointException) as exc:  # staging failed (e.g. out of host memory)
             raise self._fail(step, exc) from exc
         flight.future = fut
 
@@ -385,7 +398,7 @@ class CheckpointManager:
         assert self._nvrx is not None
         try:
             self._nvrx.schedule(state_dict, tmp, finalize)
-        except Exception as exc:
+        except (Exception, DcpCheckpointException) as exc:
             raise self._fail(step, exc) from exc
         self._inflight = flight
         self._emit("ckpt_staged", step=step, stall_s=round(time.perf_counter() - t0, 6), backend=self.backend)
@@ -453,7 +466,7 @@ class CheckpointManager:
             if self._nvrx is not None:
                 try:
                     self._nvrx.finalize(blocking=True)
-                except Exception as exc:
+                except (Exception, DcpCheckpointException) as exc:
                     flight.error = flight.error or exc
                     flight.done.set()
             flight.done.wait()
@@ -505,13 +518,13 @@ class CheckpointManager:
 
     def _choose(self, allow_fresh_start: bool) -> dict[str, Any]:
         """Rank 0: the newest checkpoint that verifies (quarantining bad ones), or why there is none."""
+        for _, path in list_partial(self.root):  # no save of this job can be in flight at restore time
+            shutil.rmtree(path, ignore_errors=True)
         for step, path in reversed(list_committed(self.root)):
             reason = verify_checkpoint(path)
             if reason is None:
                 return {"step": step, "path": str(path)}
             self._quarantine(step, path, reason)
-        for _, path in list_partial(self.root):  # no save can be in flight at restore time
-            shutil.rmtree(path, ignore_errors=True)
         quarantined = sorted(p.name for p in (self.root / QUARANTINE_DIR).glob("step_*"))
         if quarantined and not allow_fresh_start:
             return {"error": f"no usable checkpoint in {self.root}; quarantined: {', '.join(quarantined)}"}
@@ -590,7 +603,10 @@ def _describe(exc: BaseException) -> str:
         seen.append(e)
         failures = getattr(e, "failures", None)
         if isinstance(failures, dict):
-            stack.extend(v for v in failures.values() if isinstance(v, BaseException))
+            for v in failures.values():  # DCP wraps each rank's error as (exception, traceback)
+                inner = v[0] if isinstance(v, tuple) and v else getattr(v, "exception", v)
+                if isinstance(inner, BaseException):
+                    stack.append(inner)
         stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
     for e in seen:
         if isinstance(e, OSError) and e.errno is not None:

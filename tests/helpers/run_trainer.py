@@ -57,7 +57,6 @@ def main() -> int:
             mgr = CheckpointManager(args.save_both / mode, mode, 1, events, rank, world)
             mgr.save(trainer.step, trainer.state)
             mgr.close()
-    os.environ.get("H3DEBUG") and print(f"H3 r{rank} closed", flush=True)
     digest = trainer.state_digest()
     if rank == 0:
         result = {
@@ -71,9 +70,7 @@ def main() -> int:
         }
         (args.run_dir / "result.json").write_text(json.dumps(result, indent=1))
     events.emit("exit", reason="done", code=0)
-    os.environ.get("H3DEBUG") and print(f"H3 r{rank} before destroy", flush=True)
     destroy_process_group()
-    os.environ.get("H3DEBUG") and print(f"H3 r{rank} destroyed", flush=True)
     return 0
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +108,53 @@ FAST_CONFIG: dict[str, Any] = {
     "train": {"seq_len": 32, "micro_batch_size": 4, "warmup_steps": 2, "eval_interval": 0, "steps": 40},
     "checkpoint": {"interval_steps": 5, "keep_last": 3},
 }
+
+
+@contextlib.contextmanager
+def single_process_group() -> Iterator[None]:
+    """A real one-rank gloo process group in this process (file store in a temp dir); destroyed on exit."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        raise RuntimeError("a process group is already initialised in this process")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = dist.FileStore(os.path.join(tmp, "store"), 1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        try:
+            yield
+        finally:
+            dist.destroy_process_group()
+
+
+def tiny_app_state(seed: int = 0, *, extra: dict[str, Any] | None = None):  # -> training.state.AppState
+    """A tiny FSDP2 model + AdamW + sampler wrapped in an AppState (needs an initialised process group)."""
+    import torch
+    import torch.distributed as dist
+
+    from training.data import ResumableSampler
+    from training.distributed import apply_fsdp
+    from training.model import build_model
+    from training.state import AppState
+
+    torch.manual_seed(seed)
+    model = apply_fsdp(build_model("tiny", 264, max_seq_len=16), torch.device("cpu"))
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sampler = ResumableSampler(1000, 2, dist.get_rank(), dist.get_world_size(), seed=seed)
+    return AppState(model, optim, sampler, rank=dist.get_rank(), extra=extra)
+
+
+def tiny_train_step(state: Any) -> float:
+    """One optimizer step on random tokens drawn from the sampler position (changes model + optimizer)."""
+    import torch
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(state.sampler.position)
+    state.sampler.next_batch()
+    x = torch.randint(0, 256, (2, 9), generator=g)
+    logits = state.model(x[:, :-1])
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+    loss.backward()
+    state.optimizer.step()
+    state.optimizer.zero_grad()
+    state.step += 1
+    return float(loss.detach())

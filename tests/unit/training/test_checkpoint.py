@@ -1,0 +1,236 @@
+"""CheckpointManager on a real one-rank gloo group: commit, restore, integrity, retention, storage faults."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.training_runs import single_process_group, tiny_app_state, tiny_train_step
+from training.checkpoint import (
+    COMMIT_MARKER,
+    QUARANTINE_DIR,
+    CheckpointManager,
+    CheckpointWriteError,
+    NoUsableCheckpointError,
+    list_committed,
+    read_marker,
+    step_dir_name,
+    verify_checkpoint,
+)
+from training.events import EventLog, read_events
+from training.state import state_digest
+
+
+@pytest.fixture(autouse=True)
+def _group():
+    with single_process_group():
+        yield
+
+
+def _manager(root: Path, mode: str = "sync", keep_last: int = 5, **kw) -> CheckpointManager:
+    return CheckpointManager(root, mode, keep_last, EventLog(root.parent, rank=0), 0, 1, **kw)
+
+
+def _digest(state) -> str:
+    return state_digest(state.model, state.optimizer)
+
+
+def _train_and_save(mgr: CheckpointManager, state, steps: list[int]) -> dict[int, str]:
+    digests = {}
+    for step in steps:
+        while state.step < step:
+            tiny_train_step(state)
+        mgr.save(step, state)
+        digests[step] = _digest(state)
+    mgr.wait()
+    return digests
+
+
+def _events(root: Path, name: str) -> list[dict]:
+    return [e for e in read_events(root.parent) if e["event"] == name]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_commit_and_restore_round_trip(tmp_path: Path, mode: str) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, mode)
+    state = tiny_app_state(0)
+    digests = _train_and_save(mgr, state, [2, 4])
+    mgr.close()
+    assert [s for s, _ in list_committed(root)] == [2, 4]
+    marker = read_marker(root / step_dir_name(4))
+    assert marker is not None and ".metadata" in marker["files"] and "__0_0.distcp" in marker["files"]
+    assert verify_checkpoint(root / step_dir_name(4)) is None
+    assert {e["step"] for e in _events(root, "ckpt_committed")} == {2, 4}
+
+    fresh = tiny_app_state(0)
+    loader = _manager(root, mode)
+    assert loader.load_latest(fresh) == 4
+    assert _digest(fresh) == digests[4] and fresh.step == 4
+    assert _events(root, "restore")[-1]["from_step"] == 4
+    loader.close()
+
+
+def test_async_save_snapshots_the_state_at_save_time(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, "async", write_delay_s=0.2)
+    state = tiny_app_state(0)
+    tiny_train_step(state)
+    want = _digest(state)
+    mgr.save(1, state)
+    assert mgr.in_flight == 1
+    for _ in range(2):  # training continues while the write is in flight
+        tiny_train_step(state)
+    mgr.close()
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 1
+    assert _digest(fresh) == want
+
+
+@pytest.mark.parametrize("damage", ["truncate", "bitflip", "missing", "marker"])
+def test_damaged_checkpoint_is_quarantined_and_previous_used(tmp_path: Path, damage: str) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    digests = _train_and_save(mgr, tiny_app_state(0), [1, 2])
+    mgr.close()
+    bad = root / step_dir_name(2)
+    shard = bad / "__0_0.distcp"
+    if damage == "truncate":
+        os.truncate(shard, shard.stat().st_size // 2)
+    elif damage == "bitflip":
+        data = bytearray(shard.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        shard.write_bytes(bytes(data))
+    elif damage == "missing":
+        shard.unlink()
+    else:
+        (bad / COMMIT_MARKER).write_text("{not json")
+    fresh = tiny_app_state(0)
+    step = _manager(root).load_latest(fresh)
+    if damage == "marker":  # an unreadable marker means "never committed": ignored, then cleaned up
+        assert step == 1 and not bad.exists()
+    else:
+        assert step == 1
+        quarantined = list((root / QUARANTINE_DIR).iterdir())
+        assert [p.name.split("-")[0] for p in quarantined] == [step_dir_name(2)]
+        (event,) = _events(root, "ckpt_quarantined")
+        assert event["step"] == 2 and event["reason"]
+    assert _digest(fresh) == digests[1]
+
+
+def test_no_usable_checkpoint_is_an_error_not_a_fresh_start(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    _train_and_save(mgr, tiny_app_state(0), [1])
+    mgr.close()
+    (root / step_dir_name(1) / ".metadata").unlink()
+    with pytest.raises(NoUsableCheckpointError, match="quarantined"):
+        _manager(root).load_latest(tiny_app_state(0))
+    # Later attempts keep refusing (the quarantine remembers), unless a fresh start is explicitly allowed.
+    with pytest.raises(NoUsableCheckpointError):
+        _manager(root).load_latest(tiny_app_state(0))
+    assert _manager(root).load_latest(tiny_app_state(0), allow_fresh_start=True) is None
+
+
+def test_first_run_and_partial_only_start_fresh(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    assert _manager(root).load_latest(tiny_app_state(0)) is None  # no directory at all
+    (root / (step_dir_name(3) + ".tmp")).mkdir(parents=True)
+    (root / (step_dir_name(3) + ".tmp") / "__0_0.distcp").write_bytes(b"partial")
+    assert _manager(root).load_latest(tiny_app_state(0)) is None
+    assert not list(root.iterdir())  # the partial one was cleaned up
+    assert _events(root, "restore")[-1]["tier"] == "none"
+
+
+def test_partial_newer_than_committed_is_ignored(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    _train_and_save(mgr, tiny_app_state(0), [1])
+    mgr.close()
+    (root / (step_dir_name(5) + ".tmp")).mkdir()
+    (root / step_dir_name(6)).mkdir()  # renamed by hand, never committed
+    assert _manager(root).latest_committed() == 1
+    assert _manager(root).load_latest(tiny_app_state(0)) == 1
+
+
+def test_retention_keeps_last_k_and_removes_stale_partials(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    (root / (step_dir_name(1) + ".tmp")).mkdir(parents=True)  # leftover of a crashed save
+    mgr = _manager(root, keep_last=2)
+    _train_and_save(mgr, tiny_app_state(0), [2, 3, 4, 5])
+    mgr.close()
+    assert sorted(p.name for p in root.iterdir()) == [step_dir_name(4), step_dir_name(5)]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_disk_full_raises_checkpoint_write_error(tmp_path: Path, mode: str) -> None:
+    root = tmp_path / "ckpt"
+    tmp = root / (step_dir_name(1) + ".tmp")
+    tmp.mkdir(parents=True)
+    for name in ("__0_0.distcp", ".metadata"):  # every write into these hits a real ENOSPC
+        (tmp / name).symlink_to("/dev/full")
+    mgr = _manager(root, mode)
+    state = tiny_app_state(0)
+    with pytest.raises(CheckpointWriteError, match="ENOSPC"):
+        mgr.save(1, state)
+        mgr.wait()
+    assert list_committed(root) == []
+    assert "ENOSPC" in _events(root, "ckpt_failed")[0]["error"]
+    mgr.close()
+
+
+def test_unwritable_directory_raises_checkpoint_write_error(tmp_path: Path) -> None:
+    root = Path("/sys/fs/ckpt-unwritable-test") if os.geteuid() == 0 else Path("/proc/ckpt-unwritable-test")
+    try:
+        root.mkdir()
+        root.rmdir()
+        pytest.skip(f"{root.parent} is writable here")
+    except OSError:
+        pass
+    mgr = CheckpointManager(root, "sync", 2, EventLog(tmp_path, rank=0), 0, 1)
+    with pytest.raises(CheckpointWriteError) as info:
+        mgr.save(1, tiny_app_state(0))
+    assert any(code in str(info.value) for code in ("EPERM", "EACCES", "EROFS", "ENOENT"))
+    assert [e["event"] for e in read_events(tmp_path)] == ["ckpt_begin", "ckpt_failed"]
+    mgr.close()
+
+
+def test_slow_storage_back_pressure_one_save_in_flight(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, "async", write_delay_s=0.3)
+    state = tiny_app_state(0)
+    seen_in_flight = []
+    mgr.save(1, state, during_write=lambda s: seen_in_flight.append((s, mgr.in_flight, list_committed(root))))
+    assert seen_in_flight == [(1, 1, [])]  # the write is still in flight during the checkpoint fault point
+    tiny_train_step(state)
+    mgr.save(2, state)  # blocks until step 1 is committed: never two staged copies
+    order = [(e["event"], e["step"]) for e in read_events(tmp_path) if e["event"].startswith("ckpt_")]
+    assert order.index(("ckpt_committed", 1)) < order.index(("ckpt_begin", 2))
+    mgr.close()
+    assert [s for s, _ in list_committed(root)] == [1, 2]
+
+
+def test_fault_during_sync_write_leaves_no_commit(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    state = tiny_app_state(0)
+    _train_and_save(mgr, state, [1])
+
+    def crash(step: int) -> None:
+        raise RuntimeError(f"injected fault at checkpoint {step}")
+
+    tiny_train_step(state)
+    with pytest.raises(RuntimeError, match="injected"):
+        mgr.save(2, state, during_write=crash)
+    assert [s for s, _ in list_committed(root)] == [1]
+    assert (root / (step_dir_name(2) + ".tmp")).is_dir()
+    assert _manager(root).load_latest(tiny_app_state(0)) == 1
+
+
+def test_error_codes_are_named(tmp_path: Path) -> None:
+    from training.checkpoint import _describe
+
+    assert _describe(OSError(errno.ENOSPC, "No space left on device")).startswith("ENOSPC")
