@@ -6,7 +6,7 @@ env_name="${1:-default}"
 export PROJECT_ENV="$env_name"
 echo "== synth [$env_name] 1/3: cdk synth --no-lookups -> cdk.out/ =="
 rm -rf cdk.out
-cdk synth --no-lookups --quiet --all -c env="$env_name" >/dev/null
+cdk synth --no-lookups --quiet -c env="$env_name" >/dev/null
 echo "== synth [$env_name] 2/3: cdk8s synth -> dist/ =="
 rm -rf dist
 cdk8s synth --no-check-upgrade >/dev/null
