@@ -138,7 +138,7 @@ def allocate_beyond_memory() -> None:
     import torch
 
     if torch.cuda.is_available():
-        free, total = torch.cuda.mem_get_info()
+        _free, total = torch.cuda.mem_get_info()
         torch.empty(int(total) * 4, dtype=torch.uint8, device="cuda")
     else:
         pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -212,7 +212,7 @@ class FaultInjector:
             scheduled=str(fault),
             emit_layer=self.layer,
         )
-        print(f"[faults] rank {self.rank}: injecting {fault} at {phase} step {step}", flush=True)
+        print(f"[faults] rank {self.rank}: injecting {fault} at {phase} of step {step}", flush=True)
         fire(fault.kind, step, self.rank)
 
     def fired_count(self) -> int:

@@ -74,9 +74,8 @@ class Progress(threading.Thread):
         if ev == "step" and (e["step"] % self.every == 0 or e["step"] == self.target):
             print(f"{t} step {e['step']:>5}/{self.target}  loss {e['loss']:.4f}", flush=True)
         elif ev == "fault_injected":
-            print(
-                f"{t} FAULT  {e['kind']} injected on rank {e['fault_rank']} at {e.get('phase', 'step')} step {e['step']}"
-            )
+            where = f"{e.get('phase', 'step')} of step {e['step']}"
+            print(f"{t} FAULT  {e['kind']} injected on rank {e['fault_rank']} at {where}", flush=True)
         elif ev == "restart_begin" and e["rank"] == 0:
             print(f"{t} RESTART begin: layer {e['layer']}, cause {e['cause']}", flush=True)
         elif ev == "restart_end" and e["rank"] == 0:
@@ -200,6 +199,37 @@ def finish(run_dir: Path, steps: int, code: int, message: str, wall: float, unre
         flush=True,
     )
     return code
+
+
+def run_local(
+    run_dir: Path,
+    *,
+    config: dict[str, Any] | None = None,
+    steps: int,
+    faults: str = "",
+    mode: str = "inprocess-ft",
+    nproc: int = 2,
+    ports: tuple[int, int] | None = None,
+    timeout_s: float = 240,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m training.local`` in a subprocess (for tests and scripts); ``config`` is a project.yaml dict.
+
+    ``ports``: (rendezvous, in-process store); distinct per concurrent run. Output is captured.
+    """
+    import yaml
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg_path = run_dir.parent / f"{run_dir.name}.project.yaml"
+    cfg_path.write_text(yaml.safe_dump(config or {}))
+    cmd = [sys.executable, "-m", "training.local", "--run-dir", str(run_dir), "--config", str(cfg_path)]
+    cmd += ["--fresh", "--steps", str(steps), "--faults", faults, "--mode", mode, "--nproc", str(nproc)]
+    if ports:
+        cmd += ["--port", str(ports[0]), "--store-port", str(ports[1])]
+    return subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=Path(__file__).parents[1]
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

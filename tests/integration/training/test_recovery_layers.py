@@ -1,0 +1,48 @@
+"""Each fault kind is recovered by the intended layer (real processes, signals, NVRx on CPU/gloo).
+
+The fault matrix covers exception / hang / oom -> in-process and sigkill -> ft_launcher in every phase, and
+the determinism test covers comm -> in-process. Here: without the in-process layer (mode ``ft-launcher``)
+ft_launcher recovers the soft faults too, with the cause taken from the persisted fault state.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.training_runs import FAST_CONFIG, free_port
+from tests.helpers.training_runs import test_env as child_env
+from training.events import read_events
+from training.local import run_local
+
+pytestmark = pytest.mark.integration
+
+
+def test_ft_launcher_mode_recovers_exception_comm_and_hang(tmp_path: Path) -> None:
+    proc = run_local(
+        tmp_path / "ft",
+        config=copy.deepcopy(FAST_CONFIG),
+        steps=24,
+        faults="exception@5:1,comm@11:0,hang@17:1",
+        mode="ft-launcher",
+        ports=(free_port(), free_port()),
+        env=child_env(),
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    events = read_events(tmp_path / "ft")
+    begins = [e for e in events if e["event"] == "restart_begin" and e["rank"] == 0]
+    assert [(e["layer"], e["cause"]) for e in begins] == [
+        ("ft_launcher", "exception"),
+        ("ft_launcher", "comm"),
+        ("ft_launcher", "hang"),
+    ]
+    ends = [e for e in events if e["event"] == "restart_end" and e["rank"] == 0]
+    assert [e["restart"] for e in ends] == [1, 2, 3]
+    # fault_injected is written before the fault fires, and before the restart that follows it
+    faults = [e for e in events if e["event"] == "fault_injected"]
+    assert all(f["ts"] < b["ts"] for f, b in zip(faults, begins, strict=True))
+    summary = json.loads((tmp_path / "ft" / "summary.json").read_text())
+    assert summary["restarts_by_layer"] == {"inprocess": 0, "ft_launcher": 3, "job": 0}
