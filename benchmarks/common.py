@@ -1,0 +1,64 @@
+"""Shared plumbing of the benchmark scripts: run ``training.local`` with config overrides, read its results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from training.goodput import analyze, load_events
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_local(
+    run_dir: Path,
+    *,
+    mode: str,
+    steps: int,
+    faults: str,
+    nproc: int,
+    overrides: dict[str, Any] | None = None,
+    port: int = 29800,
+    timeout_s: float = 600,
+) -> tuple[int, str]:
+    """One ``python -m training.local`` run (output streamed to ``run_dir``.log); returns (exit code, log path)."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    cfg_path = run_dir.parent / f"{run_dir.name}.project.yaml"
+    cfg_path.write_text(yaml.safe_dump(overrides or {}))
+    log = run_dir.parent / f"{run_dir.name}.log"
+    cmd = [sys.executable, "-m", "training.local", "--run-dir", str(run_dir), "--config", str(cfg_path), "--fresh"]
+    cmd += ["--mode", mode, "--steps", str(steps), "--faults", faults, "--nproc", str(nproc)]
+    cmd += ["--port", str(port), "--store-port", str(port + 1), "--progress-every", str(max(steps // 4, 1))]
+    print(f"-- {run_dir.name}: {' '.join(cmd[1:])}", flush=True)
+    with open(log, "w") as f:
+        try:
+            rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO, env=os.environ, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            rc = 124
+    if rc:
+        print(f"   FAILED (exit {rc}); see {log}", flush=True)
+    return rc, str(log)
+
+
+def report(run_dir: Path) -> dict[str, Any]:
+    """``report.json``-style analysis of a finished run."""
+    return analyze(load_events(run_dir).events).to_json()
+
+
+def step_throughput(run_dir: Path, warmup: int) -> float | None:
+    """Optimizer steps per second over the steps after ``warmup`` (first execution of each, rank 0's events)."""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    steps = sorted((e["ts"], e["step"]) for e in events if e["event"] == "step" and e["step"] > warmup)
+    if len(steps) < 2:
+        return None
+    return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
+
+
+def fmt(x: float | None, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
