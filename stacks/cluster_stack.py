@@ -13,6 +13,7 @@ from stacks.efa_security_group import EfaSecurityGroup, EfaSecurityGroupProps
 from stacks.gpu_node_group import GpuNodeGroup, GpuNodeGroupProps
 from stacks.gpu_user_data import ClusterConnection
 from stacks.network import Network, NetworkProps
+from stacks.observability import Observability, ObservabilityProps
 from stacks.system_node_group import SystemNodeGroup, SystemNodeGroupProps
 
 
@@ -57,6 +58,11 @@ class ClusterStack(Stack):
             self.gpu_nodes.auto_scaling_group.node.add_dependency(addon)
         self.device_plugins = DevicePlugins(
             self, "DevicePlugins", DevicePluginsProps(cfg=cfg, cluster=cluster, after=[self.system_nodes.nodegroup])
+        )
+        self.observability = Observability(
+            self,
+            "Observability",
+            ObservabilityProps(cfg=cfg, cluster=cluster, depends_on=[self.system_nodes.nodegroup]),
         )
 
         CfnOutput(self, "ClusterName", value=cluster.cluster_name, description="EKS cluster name")

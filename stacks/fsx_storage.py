@@ -12,8 +12,6 @@ from constructs import Construct
 
 from platform_config import ProjectConfig
 
-#: Lustre LNet ports besides the default 988 (FSx for Lustre user guide, "File system access control").
-LUSTRE_EXTRA_PORTS = (1018, 1023)
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 
 
@@ -113,10 +111,8 @@ class FsxStorage(Construct):
             lustre_configuration=fsx.LustreConfiguration(deployment_type=fsx.LustreDeploymentType.SCRATCH_2),
             removal_policy=RemovalPolicy.DESTROY,
         )
+        # aws_fsx's default port range is TCP 988-1023: Lustre (988) and LNet (1018-1023).
         self.file_system.connections.allow_default_port_from(props.node_security_group, "Lustre from GPU nodes")
-        self.file_system.connections.allow_from(
-            props.node_security_group, ec2.Port.tcp_range(*LUSTRE_EXTRA_PORTS), "Lustre LNet from GPU nodes"
-        )
         self.namespace_manifest = eks.KubernetesManifest(
             self,
             "Namespace",

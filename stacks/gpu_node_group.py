@@ -23,8 +23,8 @@ from platform_config.schema import CapacityType
 from stacks.compliance import acknowledge, acknowledge_node_role
 from stacks.gpu_user_data import ClusterConnection, mime_user_data
 
-#: IMDS hop limit 2: the CloudWatch agent of the observability add-on reads IMDS from a pod network
-#: namespace (one extra hop). IMDSv2 (session tokens) stays mandatory.
+#: IMDS hop limit 2, as the Container Insights guide asks for with IMDSv2: the observability add-on's
+#: DaemonSets read instance metadata from their pods. IMDSv2 (session tokens) stays mandatory.
 IMDS_HOP_LIMIT = 2
 #: Root device of the AL2023 EKS AMIs.
 ROOT_DEVICE_NAME = "/dev/xvda"
