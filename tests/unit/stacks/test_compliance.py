@@ -23,7 +23,7 @@ def test_unacknowledged_finding_fails_synth(tmp_path: Path) -> None:
         managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("ReadOnlyAccess")],
     )
     add_compliance_checks(app)
-    with pytest.raises(RuntimeError, match="(?s)ValidationFailed.*AwsSolutions-IAM4"):
+    with pytest.raises(RuntimeError, match=r"(?s)ValidationFailed.*AwsSolutions-IAM4"):
         app.synth()
 
 

@@ -30,7 +30,7 @@ def test_default_capacity_is_1200() -> None:
 
 @pytest.mark.parametrize("bad", [1000, 1800, 3600])
 def test_invalid_capacity_names_the_field(bad: int) -> None:
-    with pytest.raises(ConfigError, match="storage.fsx_capacity_gib"):
+    with pytest.raises(ConfigError, match=r"storage\.fsx_capacity_gib"):
         config_from_dict({"storage": {"fsx_capacity_gib": bad}})
 
 
