@@ -117,10 +117,13 @@ def exit_code_for(cause: str, unrecoverable: int) -> int:
     return int(CAUSE_CODES.get(cause, ExitCode.FAULT_EXCEPTION))
 
 
-def write_exit_status(run_dir: Path, code: int, cause: str, message: str, rank: int) -> None:
-    """Record why a worker ended (read by :func:`translate_launcher_exit`); the latest record wins."""
-    record = {"code": code, "cause": cause, "message": message, "rank": rank}
-    atomic_write_json(Path(run_dir) / EXIT_STATUS_FILE, record)
+def write_exit_status(run_dir: Path, code: int, cause: str, message: str, rank: int, *, overwrite: bool = True) -> None:
+    """Record why a worker ended (read by :func:`translate_launcher_exit`); the latest record wins unless
+    ``overwrite`` is False (a consequence of another rank's failure must not hide that rank's cause)."""
+    path = Path(run_dir) / EXIT_STATUS_FILE
+    if not overwrite and path.exists():
+        return
+    atomic_write_json(path, {"code": code, "cause": cause, "message": message, "rank": rank})
 
 
 def read_exit_status(run_dir: Path) -> dict[str, Any] | None:

@@ -330,7 +330,14 @@ def run(args: argparse.Namespace) -> int:
     for f in timeout_check.check_static(cfg, inprocess=layers.inprocess, ft_launcher=layers.ft_launcher):
         if runner.rank == 0:
             print(f"[timeout-check] {f}", flush=True)
-    code, cause, message = 0, "completed", ""
+    code, cause, message, primary = 0, "completed", "", True
+    if layers.inprocess:
+        # Import lazily-loaded heavy modules before entering the Wrapper: an asynchronous RankShouldRestart that
+        # lands in the middle of an import leaves a half-initialised module behind (seen on CPU: a fault during
+        # another rank's setup broke torch._dynamo for every later iteration).
+        import torch._dynamo  # noqa: F401
+
+        import training.trainer  # noqa: F401
     try:
         runner.monitor.start()
         if layers.inprocess:
@@ -352,6 +359,7 @@ def run(args: argparse.Namespace) -> int:
     except BaseException as err:
         if is_restart_abort(err):
             cause, message = "unrecoverable", f"in-process restarts exhausted or world too small: {err}"
+            primary = False  # usually a consequence of another rank leaving: keep that rank's cause
         else:
             cause = classify(err)
             message = f"{type(err).__name__}: {err}"
@@ -360,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
         code = exit_code_for(cause, unrecoverable)
     if code:
         print(f"[train] rank {runner.rank}: exiting with code {code} ({cause}): {message}", file=sys.stderr, flush=True)
-        write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank)
+        write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary)
         if cause in ("unrecoverable", "config", "no_usable_checkpoint"):
             runner.monitor.request_shutdown(f"{cause}: {message[:200]}")
     runner.events.emit("exit", reason=cause, code=code, step=runner.last_step)

@@ -25,6 +25,7 @@ from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, free_port
 from tests.helpers.training_runs import test_env as child_env
 from training.events import read_events
 from training.exit_codes import ExitCode
+from training.faults import parse_schedule
 from training.local import run_local
 
 pytestmark = pytest.mark.integration
@@ -71,7 +72,8 @@ def _evaluate_kind(kind: str, run: dict[str, Any]) -> list[dict[str, Any]]:
     cells = []
     for phase, template in PHASES.items():
         entry = template.format(k=kind)
-        fault = next((e for e in events if e["event"] == "fault_injected" and e.get("scheduled") == entry), None)
+        canonical = str(parse_schedule(entry)[0])
+        fault = next((e for e in events if e["event"] == "fault_injected" and e.get("scheduled") == canonical), None)
         cell: dict[str, Any] = {"kind": kind, "phase": phase, "schedule": entry, "expected_layer": EXPECTED_LAYER[kind]}
         if fault is None:
             cells.append({**cell, "ok": False, "outcome": "fault did not fire"})

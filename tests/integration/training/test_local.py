@@ -18,31 +18,6 @@ from training.local import run_local
 pytestmark = pytest.mark.integration
 
 
-def test_default_demo_schedule_exercises_every_layer(tmp_path: Path) -> None:
-    """The demo's own fault schedule (cfg.local.faults) on a short run: both NVRx layers recover."""
-    cfg = load_config()
-    steps = 40
-    # the default schedule's steps scaled into this short run, same kinds/ranks/order
-    entries = [e.split("@") for e in cfg.local.faults.split(",")]
-    faults = ",".join(f"{k}@{8 + 10 * i}:{at.split(':')[1]}" for i, (k, at) in enumerate(entries))
-    proc = run_local(
-        tmp_path / "demo",
-        config=copy.deepcopy(FAST_CONFIG),
-        steps=steps,
-        faults=faults,
-        ports=(free_port(), free_port()),
-        env=child_env(),
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "CPU fallback" in proc.stdout
-    assert "RESTART begin: layer inprocess" in proc.stdout
-    assert "RESTART begin: layer ft_launcher" in proc.stdout
-    assert f"step    {steps}/{steps}" in proc.stdout
-    summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
-    assert summary["final_step"] == steps
-    assert summary["restarts_by_layer"]["inprocess"] >= 1 and summary["restarts_by_layer"]["ft_launcher"] >= 1
-
-
 def test_repeated_fault_escalates_to_unrecoverable_exit(tmp_path: Path) -> None:
     """A sticky fault (fires after every recovery) exceeds faults.max_repeats: exit with the unrecoverable code."""
     cfg = copy.deepcopy(FAST_CONFIG)
