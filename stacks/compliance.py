@@ -10,18 +10,6 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-#: Reason for the AWS-managed policies of EKS node roles (EKS user guide, "Amazon EKS node IAM role").
-NODE_ROLE_POLICY_REASON = (
-    "The EKS node IAM role is documented with these AWS-managed policies; AWS updates them as EKS, "
-    "the VPC CNI, ECR and SSM change, which a copied inline policy would miss."
-)
-NODE_ROLE_POLICIES = (
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
-    "AmazonEC2ContainerRegistryReadOnly",
-    "AmazonSSMManagedInstanceCore",
-)
-
 
 def add_compliance_checks(app: cdk.App) -> None:
     """Run the AwsSolutions rules on every stack of ``app`` at synth."""
@@ -38,9 +26,3 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
 def managed_policy_finding(policy_name: str) -> str:
     """The IAM4 finding id of an AWS-managed policy."""
     return f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy_name}]"
-
-
-def acknowledge_node_role(role: IConstruct) -> None:
-    """The documented EKS node-role policies (IAM4), one finding each."""
-    for policy in NODE_ROLE_POLICIES:
-        acknowledge(role, managed_policy_finding(policy), NODE_ROLE_POLICY_REASON)

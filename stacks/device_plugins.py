@@ -70,28 +70,26 @@ class DevicePlugins(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: DevicePluginsProps) -> None:
         super().__init__(scope, construct_id)
         cfg = props.cfg
-        self.nvidia = eks.HelmChart(
-            self,
-            "Nvidia",
-            cluster=props.cluster,
-            chart=NVIDIA_CHART,
-            repository=NVIDIA_REPOSITORY,
-            version=cfg.helm.nvidia_device_plugin,
-            namespace=NAMESPACE,
-            release="nvidia-device-plugin",
-            values=nvidia_values(cfg),
+        self.nvidia = self._chart(
+            "Nvidia", props, NVIDIA_CHART, NVIDIA_REPOSITORY, cfg.helm.nvidia_device_plugin, nvidia_values(cfg)
         )
-        self.efa = eks.HelmChart(
-            self,
-            "Efa",
-            cluster=props.cluster,
-            chart=EFA_CHART,
-            repository=EFA_REPOSITORY,
-            version=cfg.helm.efa_device_plugin,
-            namespace=NAMESPACE,
-            release="aws-efa-k8s-device-plugin",
-            values=efa_values(cfg),
-        )
+        self.efa = self._chart("Efa", props, EFA_CHART, EFA_REPOSITORY, cfg.helm.efa_device_plugin, efa_values(cfg))
         for chart in (self.nvidia, self.efa):
             for dep in props.after:
                 chart.node.add_dependency(dep)
+
+    def _chart(
+        self, construct_id: str, props: DevicePluginsProps, chart: str, repository: str, version: str, values: dict
+    ) -> eks.HelmChart:
+        """One chart in ``kube-system``, released under the chart's name."""
+        return eks.HelmChart(
+            self,
+            construct_id,
+            cluster=props.cluster,
+            chart=chart,
+            repository=repository,
+            version=version,
+            namespace=NAMESPACE,
+            release=chart,
+            values=values,
+        )

@@ -20,8 +20,9 @@ from constructs import Construct
 
 from platform_config import ProjectConfig
 from platform_config.schema import CapacityType
-from stacks.compliance import acknowledge, acknowledge_node_role
+from stacks.compliance import acknowledge
 from stacks.gpu_user_data import ClusterConnection, mime_user_data
+from stacks.node_role import eks_node_role
 
 #: IMDS hop limit 2, as the Container Insights guide asks for with IMDSv2: the observability add-on's
 #: DaemonSets read instance metadata from their pods. IMDSv2 (session tokens) stays mandatory.
@@ -108,22 +109,7 @@ class GpuNodeGroup(Construct):
         owned = {"key": f"kubernetes.io/cluster/{name}", "value": "owned"}
         node_name = {"key": "Name", "value": f"{name}-gpu"}
 
-        self.role = iam.Role(
-            self,
-            "NodeRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description=f"EKS self-managed GPU nodes of {name}",
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name(n)
-                for n in (
-                    "AmazonEKSWorkerNodePolicy",
-                    "AmazonEKS_CNI_Policy",
-                    "AmazonEC2ContainerRegistryReadOnly",
-                    "AmazonSSMManagedInstanceCore",
-                )
-            ],
-        )
-        acknowledge_node_role(self.role)
+        self.role = eks_node_role(self, "NodeRole", f"EKS self-managed GPU nodes of {name}")
         profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.role.role_name])
         self.access_entry = eks.AccessEntry(
             self,

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from platform_config import ProjectConfig
-from stacks.compliance import acknowledge_node_role
+from stacks.node_role import eks_node_role
 
 #: Extra headroom above ``cluster.system_node_count`` for rolling updates.
 MAX_SURGE_NODES = 1
@@ -44,22 +43,7 @@ class SystemNodeGroup(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: SystemNodeGroupProps) -> None:
         super().__init__(scope, construct_id)
         c = props.cfg.cluster
-        self.role = iam.Role(
-            self,
-            "NodeRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description=f"EKS system nodes of {c.name}",
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name(n)
-                for n in (
-                    "AmazonEKSWorkerNodePolicy",
-                    "AmazonEKS_CNI_Policy",
-                    "AmazonEC2ContainerRegistryReadOnly",
-                    "AmazonSSMManagedInstanceCore",
-                )
-            ],
-        )
-        acknowledge_node_role(self.role)
+        self.role = eks_node_role(self, "NodeRole", f"EKS system nodes of {c.name}")
         self.nodegroup = props.cluster.add_nodegroup_capacity(
             "System",
             nodegroup_name=f"{c.name}-system",

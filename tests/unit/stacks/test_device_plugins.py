@@ -48,3 +48,10 @@ def test_efa_plugin_on_efa_nodes_tolerates_gpu_taint(default_env: Synthesized) -
     assert gpu_node_labels(default_env.cfg)[EFA_PRESENT_LABEL] == "true"  # the nodes really carry it
     assert v["tolerations"] == [TOLERATION]
     assert v["supportedInstanceLabels"]["values"] == [default_env.cfg.gpu_nodes.instance_type]
+
+
+def test_charts_wait_for_the_system_nodes(default_env: Synthesized) -> None:
+    tpl = default_env.template_json(default_env.platform.cluster)
+    (ng_id,) = resources(tpl, "AWS::EKS::Nodegroup")
+    for chart in resources(tpl, "Custom::AWSCDK-EKS-HelmChart").values():
+        assert ng_id in chart["DependsOn"]
