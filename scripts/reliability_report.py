@@ -42,6 +42,8 @@ def render(results: dict[str, Any]) -> str:
         "Each fault kind is injected once in every phase of one run (`python -m training.local`, mode `inprocess-ft`).",
         "A cell passes when the intended layer restarted the workers, the resumed step is at least the last",
         "committed checkpoint before the fault (no committed progress lost), and the run reached its target step.",
+        "Times are from `fault_injected` to the next `restart_end` (training resumes). The `restore` fault fires",
+        "during the restore of the `mid-training` recovery, so the mid-training time includes that second recovery.",
         "",
         "| kind \\ phase | " + " | ".join(phases) + " |",
         "|---|" + "---|" * len(phases),
