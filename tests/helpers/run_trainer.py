@@ -75,4 +75,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Skip interpreter teardown: a gloo + FSDP2 process occasionally aborts there ("terminate called without
+    # an active exception", seen in ~1 of 8 runs of a bare fully_shard script) after a clean shutdown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,137 @@
+"""The Trainer under real ``torchrun`` on gloo (2 CPU ranks): learning, resume determinism, resharding,
+sync/async checkpoint equality, corruption fallback and the golden loss curve."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+from tests.helpers.training_runs import FAST_CONFIG, read_result, run_trainer
+from training.checkpoint import list_committed, step_dir_name
+from training.events import read_events
+
+pytestmark = pytest.mark.integration
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "training" / "loss_curve_tiny.json"
+
+
+def _cfg(**checkpoint) -> dict:
+    cfg = copy.deepcopy(FAST_CONFIG)
+    cfg["checkpoint"].update(checkpoint)
+    return cfg
+
+
+def test_two_ranks_learn_and_log_step_events(tmp_path: Path) -> None:
+    cfg = _cfg()
+    cfg["train"]["eval_interval"] = 10
+    _, run = run_trainer(tmp_path / "run", steps=20, mode="async", config=cfg)
+    result = read_result(run)
+    losses = [result["losses"][str(s)] for s in range(1, 21)]
+    assert result["world_size"] == 2 and result["final_step"] == 20
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5
+    events = read_events(run)
+    steps = [e for e in events if e["event"] == "step"]
+    assert [e["step"] for e in steps] == list(range(1, 21)) and {e["rank"] for e in steps} == {0}
+    assert all(e["tokens"] == 2 * 4 * 32 and e["tokens_per_s"] > 0 and e["mfu"] is None for e in steps)
+    assert [e["step"] for e in events if e["event"] == "eval"] == [10, 20]
+    committed = [e for e in events if e["event"] == "ckpt_committed"]
+    assert [e["step"] for e in committed] == [5, 10, 15, 20]
+    assert all(e["backend"] == "torch.dcp.async_save" for e in committed)
+    assert "needs CUDA" in next(e for e in events if e["event"] == "ckpt_begin")["note"]
+    assert [s for s, _ in list_committed(run / "checkpoints")] == [10, 15, 20]  # keep_last=3
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_resume_is_bitwise_identical_to_an_uninterrupted_run(tmp_path: Path, mode: str) -> None:
+    _, straight = run_trainer(tmp_path / "straight", steps=12, mode=mode, config=_cfg())
+    _, resumed = run_trainer(tmp_path / "resumed", steps=8, mode=mode, config=_cfg())  # last commit: step 5
+    run_trainer(resumed, steps=12, mode=mode, config=_cfg())
+    a, b = read_result(straight), read_result(resumed)
+    assert b["restored_from"] == 5
+    assert b["losses"] == {k: v for k, v in a["losses"].items() if int(k) > 5}
+    assert b["digest"] == a["digest"]
+
+
+def test_resharding_two_ranks_to_one(tmp_path: Path) -> None:
+    _, run = run_trainer(tmp_path / "run", steps=10, mode="sync", config=_cfg())
+    two = read_result(run)
+    run_trainer(run, nproc=1, steps=10, mode="sync", config=_cfg(), extra_args=["--no-train"])
+    one = read_result(run)
+    assert (one["world_size"], one["restored_from"]) == (1, 10)
+    assert one["digest"] == two["digest"]
+    restore = [e for e in read_events(run) if e["event"] == "restore"][-1]
+    assert (restore["saved_world_size"], restore["world_size"]) == (2, 1)
+    run_trainer(run, nproc=1, steps=12, mode="sync", config=_cfg())  # and training goes on with one rank
+    assert read_result(run)["final_step"] == 12
+
+
+def _load_full(dcp_dir: Path, out: Path) -> dict:
+    dcp_to_torch_save(dcp_dir, out)
+    return torch.load(out, weights_only=False)
+
+
+def _assert_identical(a, b, key: str = "") -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), key
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), key
+        for k in a:
+            _assert_identical(a[k], b[k], f"{key}.{k}")
+    else:
+        assert a == b, key
+
+
+def test_sync_and_async_checkpoints_of_the_same_state_load_identically(tmp_path: Path) -> None:
+    both = tmp_path / "both"
+    run_trainer(tmp_path / "run", steps=6, mode="sync", config=_cfg(), extra_args=["--save-both", both])
+    sync = _load_full(both / "sync" / step_dir_name(6), tmp_path / "sync.pt")
+    asyn = _load_full(both / "async" / step_dir_name(6), tmp_path / "async.pt")
+    model_keys = [k for k in sync["app"]["model"]]
+    assert model_keys and sync["app"]["optim"]["state"]
+    _assert_identical(sync["app"]["model"], asyn["app"]["model"], "model")
+    _assert_identical(sync["app"]["optim"], asyn["app"]["optim"], "optim")
+    assert sync["app"]["step"] == asyn["app"]["step"] == 6
+    assert sync["app"]["sampler"] == asyn["app"]["sampler"]
+
+
+def test_corrupt_newest_checkpoint_falls_back_and_still_matches(tmp_path: Path) -> None:
+    _, straight = run_trainer(tmp_path / "straight", steps=12, mode="sync", config=_cfg())
+    _, run = run_trainer(tmp_path / "run", steps=11, mode="sync", config=_cfg())  # commits 5 and 10
+    shard = run / "checkpoints" / step_dir_name(10) / "__1_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    run_trainer(run, steps=12, mode="sync", config=_cfg())
+    result = read_result(run)
+    assert result["restored_from"] == 5
+    assert result["digest"] == read_result(straight)["digest"]
+    (event,) = [e for e in read_events(run) if e["event"] == "ckpt_quarantined"]
+    assert event["step"] == 10 and "__1_0.distcp" in event["reason"]
+
+
+def test_all_checkpoints_unusable_exits_non_zero_with_named_error(tmp_path: Path) -> None:
+    _, run = run_trainer(tmp_path / "run", steps=5, mode="sync", config=_cfg())
+    (run / "checkpoints" / step_dir_name(5) / "__0_0.distcp").unlink()
+    proc, _ = run_trainer(run, steps=8, mode="sync", config=_cfg(), check=False)
+    assert proc.returncode != 0
+    assert "NoUsableCheckpointError" in proc.stdout + proc.stderr
+
+
+def test_golden_loss_curve_tiny(tmp_path: Path) -> None:
+    """First 20 losses of a fixed-seed single-rank tiny run; regenerate with UPDATE_GOLDEN=1."""
+    cfg = _cfg(interval_steps=1000)
+    _, run = run_trainer(tmp_path / "run", nproc=1, steps=20, mode="sync", config=cfg)
+    losses = [read_result(run)["losses"][str(s)] for s in range(1, 21)]
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(json.dumps({"config": cfg, "torch": torch.__version__, "losses": losses}, indent=1) + "\n")
+    golden = json.loads(GOLDEN.read_text())
+    assert golden["config"] == cfg, "the golden curve was made with other settings: regenerate with UPDATE_GOLDEN=1"
+    assert losses == pytest.approx(golden["losses"], rel=1e-5, abs=1e-6)
+    shutil.rmtree(run / "data", ignore_errors=True)
