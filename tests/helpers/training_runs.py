@@ -25,7 +25,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_env(**extra: str) -> dict[str, str]:
+def child_env(**extra: str) -> dict[str, str]:
     """Environment for child processes: repo on PYTHONPATH, unbuffered, quiet CPU threads."""
     env = dict(os.environ)
     env.update(
@@ -36,6 +36,11 @@ def test_env(**extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+#: Old name, kept for importers; not a test (pytest would collect a ``test_*`` function imported into a test module).
+test_env = child_env
+test_env.__test__ = False  # type: ignore[attr-defined]
 
 
 def torchrun(
@@ -62,7 +67,7 @@ def torchrun(
     ]
     cmd += (["-m"] if module else []) + [str(a) for a in script_args]
     proc = subprocess.run(
-        cmd, cwd=REPO_ROOT, env=env or test_env(), capture_output=True, text=True, timeout=timeout_s, check=False
+        cmd, cwd=REPO_ROOT, env=env or child_env(), capture_output=True, text=True, timeout=timeout_s, check=False
     )
     if check and proc.returncode != 0:
         raise AssertionError(
