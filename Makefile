@@ -6,6 +6,10 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export CDK_DISABLE_VERSION_CHECK := true
 export PYTHONUNBUFFERED := 1
+# Offline: without credentials the CDK CLI would first probe the EC2 metadata service (~15 s).
+export AWS_EC2_METADATA_DISABLED := true
+# torch imports the deprecated pynvml shim that NVRx depends on; its FutureWarning is noise.
+export PYTHONWARNINGS := ignore:The pynvml package is deprecated:FutureWarning
 
 # Configuration environment (an `environments:` key of project.yaml) and recovery mode for `make submit`.
 ENV ?= default

@@ -109,7 +109,13 @@ def launcher_args(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology, *,
 def worker_script(cfg: ProjectConfig, *, module: str = TRAINING_MODULE, marker: str = UNRECOVERABLE_MARKER) -> str:
     """What each worker runs (``bash -c``): the training, and a marker file when it exits unrecoverable."""
     code = cfg.ft.unrecoverable_exit_code
-    return f'python -m {module} "$@"\nrc=$?\nif [ "$rc" -eq {code} ]; then : > {shlex.quote(marker)}; fi\nexit "$rc"\n'
+    # On the unrecoverable code: leave the marker for the supervisor, then stop the launcher (the worker's
+    # parent) at once, so that it cannot restart the worker group while the supervisor polls for the marker.
+    return (
+        f'python -m {module} "$@"\nrc=$?\n'
+        f'if [ "$rc" -eq {code} ]; then : > {shlex.quote(marker)}; kill -TERM "$PPID" 2>/dev/null; fi\n'
+        'exit "$rc"\n'
+    )
 
 
 def launch_argv(

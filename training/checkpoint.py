@@ -167,6 +167,10 @@ class _SlowWriter(FileSystemWriter):
         return super().write_data(plan, planner)
 
 
+def _warm_up_worker() -> None:
+    """No-op run by NVRx's persistent async worker to start it ahead of the first save."""
+
+
 class _NvrxAsync:
     """The NVRx async DCP path (CUDA only), wrapping the API differences of NVRx 0.4.x-0.7.x."""
 
@@ -175,6 +179,11 @@ class _NvrxAsync:
 
         self._core = core
         self.queue = core.AsyncCallsQueue(persistent=True)
+        # The persistent worker is a "spawn" process: starting it (a fresh interpreter importing torch and
+        # initialising CUDA) took 8-10 s on an H200. Start it now with a no-op request, so that cost overlaps
+        # setup and the first training steps instead of stalling the first save (seen tripping timeouts).
+        warm_up = core.AsyncRequest(async_fn=_warm_up_worker, async_fn_args=(), finalize_fns=[])
+        self.queue.schedule_async_request(warm_up)
 
     def schedule(self, state_dict: dict[str, Any], path: Path, finalize: Callable[[], None]) -> None:
         from nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async import FileSystemWriterAsync

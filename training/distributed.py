@@ -12,6 +12,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from platform_config.schema import InprocessConfig
+
 
 def device() -> torch.device:
     """``cuda:LOCAL_RANK`` when CUDA is available, else CPU."""
@@ -22,6 +24,17 @@ def device() -> torch.device:
 
 def default_backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def collective_timeout_s(inprocess: InprocessConfig) -> float:
+    """Timeout of the default process group's collectives.
+
+    gloo (CPU): ``gloo_timeout_s`` - gloo collectives cannot be aborted, so a short timeout is how a peer of a
+    failed rank gets out of a collective. NCCL (CUDA): NVRx requires the NCCL watchdog timeout to exceed the
+    in-process ``hard_timeout`` (the watchdog would otherwise kill the process before the Wrapper aborts the
+    communicator and restarts in place), so ``barrier_timeout_s`` (validated > hard_timeout) is used.
+    """
+    return inprocess.barrier_timeout_s if default_backend() == "nccl" else inprocess.gloo_timeout_s
 
 
 def init_process_group(

@@ -244,7 +244,7 @@ class Runner:
 
         from training import distributed
 
-        timeout_s = self.cfg.inprocess.gloo_timeout_s
+        timeout_s = distributed.collective_timeout_s(self.cfg.inprocess)
         if not self.layers.inprocess:
             distributed.init_process_group(timeout_s=timeout_s)
             return

@@ -2,6 +2,7 @@
 
 import shlex
 import subprocess
+import sys
 
 import pytest
 from nvidia_resiliency_ext.fault_tolerance.config import FaultToleranceConfig
@@ -105,14 +106,30 @@ def test_supervisor_script_is_valid_bash(cfg):
         assert f"exit {cfg.ft.unrecoverable_exit_code}" in script
 
 
-def test_worker_script_marks_only_the_unrecoverable_code(tmp_path, cfg):
+# The worker's parent is the launcher; here a small Python parent stands in for it and reports SIGTERM.
+_PARENT = """
+import signal, subprocess, sys
+got = []
+signal.signal(signal.SIGTERM, lambda *_: got.append("TERM"))
+rc = subprocess.call(["bash", "-c", sys.argv[1], "w"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(rc, ",".join(got) or "-")
+"""
+
+
+def _as_child(script: str) -> tuple[int, str]:
+    cmd = [sys.executable, "-c", _PARENT, script]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60)
+    rc, signals = out.stdout.split()
+    return int(rc), signals
+
+
+def test_worker_script_marks_only_the_unrecoverable_code_and_stops_the_launcher(tmp_path, cfg):
     marker = tmp_path / "marker"
     code = cfg.ft.unrecoverable_exit_code
     script = lc.worker_script(cfg, module="platform_config.missing_module", marker=str(marker))
-    # python -m <missing module> exits 1: no marker
-    rc = subprocess.run(["bash", "-c", script, "w"], capture_output=True).returncode
-    assert rc == 1 and not marker.exists()
+    # python -m <missing module> exits 1: no marker, the launcher is left alone (it may restart the worker)
+    assert _as_child(script) == (1, "-") and not marker.exists()
     fake = script.replace("python -m platform_config.missing_module", f"exit_with() {{ return $1; }}; exit_with {code}")
-    rc = subprocess.run(["bash", "-c", fake, "w"], capture_output=True).returncode
-    assert rc == code and marker.exists()
+    # the unrecoverable code: marker written and the launcher (the parent) told to stop before it can restart
+    assert _as_child(fake) == (code, "TERM") and marker.exists()
     assert shlex.quote(str(marker)) in script

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# GPU smoke run (on a machine with CUDA GPUs, NVRx 0.7.0, NCCL): one fault of each kind, recovered.
+#   scripts/gpu_smoke.sh OUT_DIR
+# Run 1 (inprocess-ft): exception -> in-process, hang -> in-process, sigkill -> ft_launcher.
+# Run 2 (inprocess-ft): comm (broken collective) -> in-process, oom (CUDA OutOfMemoryError) -> in-process.
+# Each run ends with the goodput report; logs and report.json land in OUT_DIR.
+set -uo pipefail
+out="${1:?usage: gpu_smoke.sh OUT_DIR}"
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
+nproc=$(python3 -c "import torch; print(torch.cuda.device_count())")
+python3 -c "import torch, nvidia_resiliency_ext as n, importlib.metadata as m; \
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), \
+'gpus', torch.cuda.device_count(), torch.cuda.get_device_name(0), 'nvrx', m.version('nvidia-resiliency-ext'))" \
+  | tee "$out/versions.txt"
+rc=0
+for spec in "smoke1:exception@40:1,hang@70:0,sigkill@110:1" "smoke2:comm@40:1,oom@80:0"; do
+  name=${spec%%:*}; faults=${spec#*:}
+  python3 -m training.local --run-dir "/tmp/$name" --fresh --nproc "$nproc" --steps 120 --faults "$faults" \
+    2>&1 | tee "$out/$name.log" || rc=1
+  python3 -m training.report "/tmp/$name" > "$out/$name.report.txt" 2>&1 || rc=1
+  cp "/tmp/$name/report.json" "$out/$name.report.json" 2>/dev/null
+  cp "/tmp/$name/launcher.log" "$out/$name.launcher.log" 2>/dev/null
+done
+exit $rc
