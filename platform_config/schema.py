@@ -512,11 +512,43 @@ class LocalConfig(_Strict):
         )
     )
 
+    #: On CUDA every local timeout is multiplied by this: CUDA/NCCL setup and the NVRx async-checkpoint worker's
+    #: first save (a spawned process) block the main thread for seconds (measured 4-6 s on an H200), which the
+    #: CPU timeouts would misread as a hang. Scaling keeps the soft < hard < barrier ordering.
+    cuda_timeout_scale: float = Field(default=2.5, ge=1.0)
+
     @model_validator(mode="after")
     def _ports(self) -> LocalConfig:
         if self.inprocess_store_port == self.rendezvous_port:
             raise ValueError("local.inprocess_store_port must differ from local.rendezvous_port")
         return self
+
+    def timeouts(self, cuda: bool) -> tuple[InprocessConfig, FtLauncherConfig]:
+        """The local in-process and ft_launcher settings, scaled by ``cuda_timeout_scale`` on CUDA."""
+        if not cuda:
+            return self.inprocess, self.ft
+        k = self.cuda_timeout_scale
+        ip = self.inprocess.model_copy(
+            update={
+                f: getattr(self.inprocess, f) * k
+                for f in (
+                    "soft_timeout_s",
+                    "hard_timeout_s",
+                    "heartbeat_timeout_s",
+                    "barrier_timeout_s",
+                    "completion_timeout_s",
+                )
+            }
+        )
+        ft = self.ft.model_copy(
+            update={
+                "initial_rank_heartbeat_timeout_s": self.ft.initial_rank_heartbeat_timeout_s * k,
+                "rank_heartbeat_timeout_s": self.ft.rank_heartbeat_timeout_s * k,
+                "rank_out_of_section_timeout_s": self.ft.rank_out_of_section_timeout_s * k,
+                "section_timeouts_s": {n: t * k for n, t in self.ft.section_timeouts_s.items()},
+            }
+        )
+        return ip, ft
 
 
 class ProjectConfig(_Strict):

@@ -3,7 +3,8 @@
 #   scripts/gpu_smoke.sh OUT_DIR
 # Run 1 (inprocess-ft): exception -> in-process, hang -> in-process, sigkill -> ft_launcher.
 # Run 2 (inprocess-ft): comm (broken collective) -> in-process, oom (CUDA OutOfMemoryError) -> in-process.
-# Each run ends with the goodput report; logs and report.json land in OUT_DIR.
+# SMOKE_SPECS="name:faults ..." replaces these runs. Each run ends with the goodput report; logs and
+# report.json land in OUT_DIR.
 set -uo pipefail
 out="${1:?usage: gpu_smoke.sh OUT_DIR}"
 mkdir -p "$out"
@@ -14,7 +15,8 @@ print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda
 'gpus', torch.cuda.device_count(), torch.cuda.get_device_name(0), 'nvrx', m.version('nvidia-resiliency-ext'))" \
   | tee "$out/versions.txt"
 rc=0
-for spec in "smoke1:exception@40:1,hang@70:0,sigkill@110:1" "smoke2:comm@40:1,oom@80:0"; do
+specs=${SMOKE_SPECS:-"smoke1:exception@40:1,hang@70:0,sigkill@110:1 smoke2:comm@40:1,oom@80:0"}
+for spec in $specs; do
   name=${spec%%:*}; faults=${spec#*:}
   python3 -m training.local --run-dir "/tmp/$name" --fresh --nproc "$nproc" --steps 120 --faults "$faults" \
     2>&1 | tee "$out/$name.log" || rc=1

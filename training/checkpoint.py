@@ -213,8 +213,24 @@ class _NvrxAsync:
         self.queue.maybe_finalize_async_calls(blocking=blocking)
         return self.queue.get_num_unfinalized_calls() == 0
 
-    def close(self) -> None:
-        self.queue.close()
+    def close(self, *, collective: bool = True) -> None:
+        """Finish and stop the worker. ``collective=False`` (error path): abandon it without collectives.
+
+        NVRx's ``AsyncCallsQueue.close()`` finalizes with an ``all_reduce`` on the default group and then
+        joins the worker without a timeout; on the error path (peers gone, group aborted by the in-process
+        layer) that blocked the rank until the Wrapper's hard timeout killed it (seen on 2 x H200).
+        """
+        if collective:
+            self.queue.close()
+            return
+        caller = getattr(self.queue, "persistent_caller", None)
+        process = getattr(caller, "process", None)
+        if process is not None:
+            process.kill()
+            process.join(timeout=10)
+            caller.process = None
+        self.queue.async_calls.clear()
+        self.queue.persistent_caller = None
 
 
 @dataclass
@@ -506,7 +522,7 @@ class CheckpointManager:
                     self._fail(flight.step, flight.error)
         finally:
             if self._nvrx is not None:
-                self._nvrx.close()
+                self._nvrx.close(collective=collective)
             if self.pg is not None and dist.is_initialized():
                 dist.destroy_process_group(self.pg)
                 self.pg = None

@@ -144,7 +144,7 @@ def launch(args: argparse.Namespace) -> int:
         }
     )
     worker = worker_command(args, mode, steps, faults)
-    ft = cfg.local.ft
+    ft = cfg.local.timeouts(cuda=torch.cuda.is_available())[1]
     if layers.ft_launcher:
         ft_yaml = run_dir / "ft_launcher.yaml"
         ft_yaml.write_text(ft_launcher_yaml(ft))

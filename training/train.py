@@ -297,9 +297,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--faults", default=None, help="kind@step[:rank][/phase][!],... (default: cfg.faults.schedule)")
     p.add_argument("--steps", type=int, default=None, help="target step (default: cfg.train.steps)")
     p.add_argument("--fresh", action="store_true", help="allow a fresh start although checkpoints exist")
-    p.add_argument(
-        "--short-timeouts", action="store_true", help="use cfg.local.inprocess / cfg.local.ft (CPU timeouts)"
-    )
+    p.add_argument("--short-timeouts", action="store_true", help="cfg.local timeouts (short; scaled on CUDA)")
     return p.parse_args(argv)
 
 
@@ -307,11 +305,14 @@ def resolve_config(args: argparse.Namespace) -> tuple[ProjectConfig, RecoveryMod
     """The config (with local timeouts if ``--local``) and the recovery mode."""
     cfg = load_config(args.config, args.env)
     if args.short_timeouts:
+        import torch
+
         port = cfg.local.inprocess_store_port
+        inprocess, ft = cfg.local.timeouts(cuda=torch.cuda.is_available())
         cfg = cfg.model_copy(
             update={
-                "inprocess": cfg.local.inprocess,
-                "ft": cfg.local.ft,
+                "inprocess": inprocess,
+                "ft": ft,
                 "job": cfg.job.model_copy(update={"inprocess_store_port": port}),
             }
         )
