@@ -25,6 +25,7 @@ import shlex
 from charts.names import CONFIG_PATH, job_name, rendezvous_host, run_dir
 from charts.topology import Topology
 from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
+from training.exit_codes import fail_job_exit_codes
 
 TRAINING_MODULE = "training.train"
 #: Node-local file a worker creates when it exits with the unrecoverable code; the supervisor watches it.
@@ -107,13 +108,13 @@ def launcher_args(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology, *,
 
 
 def worker_script(cfg: ProjectConfig, *, module: str = TRAINING_MODULE, marker: str = UNRECOVERABLE_MARKER) -> str:
-    """What each worker runs (``bash -c``): the training, and a marker file when it exits unrecoverable."""
-    code = cfg.ft.unrecoverable_exit_code
-    # On the unrecoverable code: leave the marker for the supervisor, then stop the launcher (the worker's
-    # parent) at once, so that it cannot restart the worker group while the supervisor polls for the marker.
+    """What each worker runs (``bash -c``): the training; on a "fail the Job" exit code it writes the code to
+    the marker file for the supervisor, then stops the launcher (its parent) at once, so that the launcher cannot
+    restart the worker group while the supervisor polls for the marker."""
+    codes = "|".join(str(c) for c in fail_job_exit_codes(cfg.ft.unrecoverable_exit_code))
     return (
         f'python -m {module} "$@"\nrc=$?\n'
-        f'if [ "$rc" -eq {code} ]; then : > {shlex.quote(marker)}; kill -TERM "$PPID" 2>/dev/null; fi\n'
+        f'case "$rc" in {codes}) echo "$rc" > {shlex.quote(marker)}; kill -TERM "$PPID" 2>/dev/null;; esac\n'
         'exit "$rc"\n'
     )
 
@@ -158,7 +159,6 @@ def supervisor_script(
 ) -> str:
     """The container's ``bash -c`` script (bash is PID 1: it forwards SIGTERM to the launcher)."""
     argv = launch_argv(cfg, mode, topology, host=host, module=module, marker=marker, config_path=config_path)
-    code = cfg.ft.unrecoverable_exit_code
     q_marker = shlex.quote(marker)
     return "\n".join(
         [
@@ -173,7 +173,7 @@ def supervisor_script(
             """trap 'kill -TERM "$launcher" 2>/dev/null' TERM INT""",
             'while kill -0 "$launcher" 2>/dev/null; do',
             f"  if [ -e {q_marker} ]; then",
-            f'    echo "[supervisor] a worker exited {code} (unrecoverable): stopping the launcher"',
+            f'    echo "[supervisor] a worker exited $(cat {q_marker}) (fail the Job): stopping the launcher"',
             '    kill -TERM "$launcher" 2>/dev/null',
             "    break",
             "  fi",
@@ -184,7 +184,7 @@ def supervisor_script(
             "  rc=$?",
             '  kill -0 "$launcher" 2>/dev/null || break',
             "done",
-            f"if [ -e {q_marker} ]; then exit {code}; fi",
+            f'if [ -e {q_marker} ]; then exit "$(cat {q_marker})"; fi',
             'exit "$rc"',
             "",
         ]

@@ -24,6 +24,9 @@ from charts.pod_resources import pod_resources
 from charts.topology import Topology
 from charts.volumes import shared_mounts, shared_volumes
 from platform_config import ProjectConfig, RecoveryMode
+from training.emf import AGENT_PORT as EMF_AGENT_PORT
+from training.emf import ENDPOINT_ENV as EMF_ENDPOINT_ENV
+from training.exit_codes import fail_job_exit_codes
 
 SHM_VOLUME = "dshm"
 #: backoffLimitPerIndex and podReplacementPolicy are on by default from 1.29 (beta), GA in 1.33 / 1.34.
@@ -37,13 +40,16 @@ def _field_env(name: str, path: str) -> k8s.EnvVar:
 
 
 def pod_failure_policy(cfg: ProjectConfig) -> k8s.PodFailurePolicy:
-    """Unrecoverable exit code fails the Job; disruptions are not counted."""
+    """Exit codes that retrying cannot fix (unrecoverable, config error, no usable checkpoint) fail the Job;
+    disruptions (node drain, preemption) are not counted."""
     return k8s.PodFailurePolicy(
         rules=[
             k8s.PodFailurePolicyRule(
                 action="FailJob",
                 on_exit_codes=k8s.PodFailurePolicyOnExitCodesRequirement(
-                    container_name=TRAINER_CONTAINER, operator="In", values=[cfg.ft.unrecoverable_exit_code]
+                    container_name=TRAINER_CONTAINER,
+                    operator="In",
+                    values=fail_job_exit_codes(cfg.ft.unrecoverable_exit_code),
                 ),
             ),
             k8s.PodFailurePolicyRule(
@@ -84,6 +90,12 @@ class TrainingJob(Construct):
             _field_env("POD_NAME", "metadata.name"),
             _field_env("NODE_NAME", "spec.nodeName"),
         ]
+        if cfg.observability.emf_metrics:
+            # CloudWatch agent's EMF listener on this pod's node (the observability add-on runs it per node).
+            env += [
+                _field_env("HOST_IP", "status.hostIP"),
+                k8s.EnvVar(name=EMF_ENDPOINT_ENV, value=f"udp://$(HOST_IP):{EMF_AGENT_PORT}"),
+            ]
         container = k8s.Container(
             name=TRAINER_CONTAINER,
             image=image,

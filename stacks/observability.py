@@ -48,12 +48,13 @@ from constructs import Construct, IDependable
 
 from platform_config import ProjectConfig
 from stacks.compliance import acknowledge, managed_policy_finding
+from training.emf import AGENT_PORT
 
 #: The EKS add-on name and the service account its CloudWatch agent runs as (fixed by the add-on).
 ADDON_NAME = "amazon-cloudwatch-observability"
 AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
 #: Port of the agent's EMF listener (TCP and UDP).
-EMF_PORT = 25888
+EMF_PORT = AGENT_PORT
 #: Longest alarm period CloudWatch accepts for a single-period alarm (period x evaluation periods <= 1 day).
 MAX_ALARM_WINDOW_MINUTES = 24 * 60
 #: Must match training/emf.py (the dashboard reads the names the trainer writes).

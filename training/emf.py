@@ -37,6 +37,8 @@ from urllib.parse import urlparse
 from platform_config.schema import ProjectConfig
 
 ENDPOINT_ENV = "AWS_EMF_AGENT_ENDPOINT"
+#: Port of the CloudWatch agent's EMF listener (TCP and UDP), turned on by ``stacks/observability.py``.
+AGENT_PORT = 25888
 
 #: Metric name -> CloudWatch unit. The dashboard and alarms use these names.
 METRICS: dict[str, str] = {
@@ -81,6 +83,7 @@ class EmfEmitter:
         self._addr: tuple[str, int] | None = None
         self._proto: str | None = None
         self.last_commit_ts: float | None = None
+        self._restart_cause: dict[str, tuple[str, float | None]] = {}
         if self.enabled and self.endpoint:
             self._proto, self._addr = _parse_endpoint(self.endpoint)
 
@@ -157,6 +160,23 @@ class EmfEmitter:
     def restored(self, commit_ts: float | None) -> None:
         """Tell the emitter when the checkpoint a restarted process resumed from was committed."""
         self.last_commit_ts = commit_ts
+
+    def on_event(self, e: dict[str, Any]) -> None:
+        """An :class:`training.events.EventLog` sink: turns the run's events into the metrics above."""
+        kind = e["event"]
+        if kind == "step":
+            self.step(e["step"], step_s=e.get("step_s"), tokens=e.get("tokens"), loss=e.get("loss"))
+        elif kind == "ckpt_staged":
+            self.checkpoint(e["step"], stall_s=e.get("stall_s"))
+        elif kind == "ckpt_committed":
+            self.checkpoint(e["step"], write_s=e.get("write_s"), committed=True)
+        elif kind == "ckpt_failed":
+            self.checkpoint(e["step"], failed=True)
+        elif kind == "restart_begin":
+            self._restart_cause[e["layer"]] = (e.get("cause", "unknown"), e["ts"])
+        elif kind == "restart_end" and e.get("rank") in (0, None):
+            cause, began = self._restart_cause.pop(e["layer"], ("unknown", None))
+            self.restart(layer=e["layer"], cause=cause, recovery_s=None if began is None else e["ts"] - began)
 
     def close(self) -> None:
         if self._sock is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,8 @@ class EventLog:
         self.rank = rank
         self.layer = layer
         self.iteration = 0
+        #: Callables that get every record after it is written (e.g. the CloudWatch EMF emitter).
+        self.sinks: list[Callable[[dict[str, Any]], None]] = []
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event; unknown event names are a programming error."""
@@ -83,6 +86,8 @@ class EventLog:
             os.write(fd, line.encode())
         finally:
             os.close(fd)
+        for sink in self.sinks:
+            sink(record)
         return record
 
 

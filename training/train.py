@@ -32,6 +32,7 @@ from typing import Any
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, ProjectConfig, RecoveryMode
 from training import timeout_check
+from training.emf import EmfEmitter
 from training.events import EventLog, read_events
 from training.exit_codes import (
     ExitCode,
@@ -137,6 +138,9 @@ class Runner:
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.steps = args.steps or cfg.train.steps
         self.events = EventLog(self.run_dir, self.rank, layer=self._default_layer())
+        self.emf = EmfEmitter(cfg)
+        if self.emf.enabled:
+            self.events.sinks.append(self.emf.on_event)
         self.ledger = FailureLedger(self.run_dir, self.rank, cfg.faults.max_repeats)
         faults = schedule_from_config(cfg, args.faults, self.steps, self.world_size)
         self.injector = FaultInjector(faults, self.run_dir, self.rank, self.events, self.ledger, self.events.layer)
@@ -373,6 +377,11 @@ def run(args: argparse.Namespace) -> int:
         if cause in ("unrecoverable", "config", "no_usable_checkpoint"):
             runner.monitor.request_shutdown(f"{cause}: {message[:200]}")
     runner.events.emit("exit", reason=cause, code=code, step=runner.last_step)
+    if runner.emf.enabled and runner.summary is not None:  # rank 0 of a finished run: the run's goodput
+        from training.goodput import analyze, load_events
+
+        run = analyze(load_events(args.run_dir).events)
+        runner.emf.goodput(training=run.training_goodput, infrastructure=run.infrastructure_goodput)
     runner.monitor.shutdown()
     if runner.summary is not None:
         s = runner.summary
@@ -394,4 +403,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    # Skip interpreter teardown: with FSDP2 on gloo it sometimes aborts ("terminate called without an active
+    # exception", exit -6) after a clean destroy_process_group, which would turn a success into a failure.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)

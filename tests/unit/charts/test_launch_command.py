@@ -103,7 +103,7 @@ def test_supervisor_script_is_valid_bash(cfg):
     for mode in RecoveryMode:
         script = lc.supervisor_script(cfg, mode, Topology.from_config(cfg))
         subprocess.run(["bash", "-n", "-c", script], check=True)
-        assert f"exit {cfg.ft.unrecoverable_exit_code}" in script
+        assert 'exit "$(cat /tmp/training-unrecoverable)"' in script  # the worker's "fail the Job" code
 
 
 # The worker's parent is the launcher; here a small Python parent stands in for it and reports SIGTERM.
@@ -131,5 +131,5 @@ def test_worker_script_marks_only_the_unrecoverable_code_and_stops_the_launcher(
     assert _as_child(script) == (1, "-") and not marker.exists()
     fake = script.replace("python -m platform_config.missing_module", f"exit_with() {{ return $1; }}; exit_with {code}")
     # the unrecoverable code: marker written and the launcher (the parent) told to stop before it can restart
-    assert _as_child(fake) == (code, "TERM") and marker.exists()
+    assert _as_child(fake) == (code, "TERM") and marker.read_text().strip() == str(code)
     assert shlex.quote(str(marker)) in script

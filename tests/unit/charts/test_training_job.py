@@ -28,14 +28,15 @@ def test_indexed_job_outer_layer(cfg):
     assert spec["template"]["spec"]["restartPolicy"] == "Never"
 
 
-def test_pod_failure_policy_fails_job_on_unrecoverable_and_ignores_disruption(cfg):
+def test_pod_failure_policy_fails_job_on_unretryable_codes_and_ignores_disruption(cfg):
     rules = synth_job(cfg, RecoveryMode.K8S_ONLY)["spec"]["podFailurePolicy"]["rules"]
     assert rules[0] == {
         "action": "FailJob",
         "onExitCodes": {
             "containerName": TRAINER_CONTAINER,
             "operator": "In",
-            "values": [cfg.ft.unrecoverable_exit_code],
+            # unrecoverable (retries exhausted / repeated fault), config error, no usable checkpoint
+            "values": sorted({cfg.ft.unrecoverable_exit_code, 2, 20}),
         },
     }
     assert rules[1] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
@@ -60,6 +61,14 @@ def test_pod_dns_storage_and_security(cfg):
     assert env["NVRX_INPROCESS_STORE_HOST"]["value"] == rendezvous_host(cfg, mode)
     assert INDEX_FAILURE_COUNT_ANNOTATION in env["JOB_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert c["command"][:2] == ["bash", "-c"]
+    assert "AWS_EMF_AGENT_ENDPOINT" not in env  # CloudWatch metrics are off by default
+
+
+def test_emf_metrics_point_pods_at_their_nodes_cloudwatch_agent():
+    cfg = make_cfg(observability={"emf_metrics": True})
+    env = {e["name"]: e for e in trainer(synth_job(cfg, RecoveryMode.INPROCESS_FT))["env"]}
+    assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    assert env["AWS_EMF_AGENT_ENDPOINT"]["value"] == "udp://$(HOST_IP):25888"
 
 
 def test_old_kubernetes_is_rejected():

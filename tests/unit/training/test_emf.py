@@ -126,3 +126,37 @@ def test_unreachable_tcp_endpoint_falls_back_to_the_stream(capsys) -> None:
 def test_bad_endpoint_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="udp://HOST:PORT"):
         EmfEmitter(_cfg(), endpoint="http://x")
+
+
+def test_event_log_sink_turns_run_events_into_metrics(tmp_path) -> None:
+    """The emitter as an EventLog sink: steps, checkpoints and a restart become EMF records with values."""
+    from training.events import EventLog
+
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(), stream=buf, endpoint="")
+    log = EventLog(tmp_path, rank=0, layer="inprocess")
+    log.sinks.append(emf.on_event)
+    log.emit("step", step=1, loss=2.5, tokens=512, step_s=0.5)
+    log.emit("ckpt_staged", step=1, stall_s=0.25)
+    log.emit("ckpt_committed", step=1, write_s=3.0, path="x")
+    log.emit("restart_begin", cause="hang", layer="inprocess")
+    log.emit("restart_end", layer="inprocess")
+    log.emit("eval", step=1, loss=2.0)  # not a metric
+    recs = _lines(buf)
+    for rec in recs:
+        _check_emf(rec)
+    assert recs[0]["TokensPerSecond"] == 1024.0
+    assert recs[1]["CheckpointStall"] == 0.25
+    assert recs[2]["CheckpointWrite"] == 3.0 and recs[2]["CheckpointsCommitted"] == 1
+    restart = recs[3]
+    assert (restart["Layer"], restart["Cause"], restart["Restarts"]) == ("inprocess", "hang", 1)
+    assert restart["RecoveryTime"] >= 0
+    assert len(recs) == 4
+
+
+def test_disabled_emitter_is_not_attached_and_writes_nothing(tmp_path) -> None:
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(enabled=False), stream=buf)
+    assert not emf.enabled
+    emf.on_event({"event": "step", "step": 1, "ts": 0.0})
+    assert buf.getvalue() == ""
