@@ -13,9 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-
-from benchmarks.common import fmt, report, run_local, step_throughput
+from benchmarks.common import fmt, report, run_local, step_throughput, workers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("runs/bench-ckpt"))
     args = p.parse_args(argv)
 
-    cuda = torch.cuda.is_available()
-    nproc = args.nproc or (torch.cuda.device_count() if cuda else 2)
-    device = f"{nproc} x {torch.cuda.get_device_name(0)} (NCCL, bf16)" if cuda else f"{nproc} CPU workers (fp32)"
+    nproc, device = workers(args.nproc)
     train: dict[str, int] = {"eval_interval": 0}
     if args.seq_len:
         train["seq_len"] = args.seq_len

@@ -60,5 +60,16 @@ def step_throughput(run_dir: Path, warmup: int) -> float | None:
     return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
 
 
+def workers(nproc: int | None) -> tuple[int, str]:
+    """(worker count, a description of the devices): one worker per GPU with CUDA, else 2 CPU workers."""
+    import torch
+
+    if torch.cuda.is_available():
+        n = nproc or torch.cuda.device_count()
+        return n, f"{n} x {torch.cuda.get_device_name(0)} (NCCL, bf16)"
+    n = nproc or 2
+    return n, f"{n} CPU workers (gloo, fp32: the CPU fallback)"
+
+
 def fmt(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)

@@ -14,9 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-
-from benchmarks.common import fmt, report, run_local
+from benchmarks.common import fmt, report, run_local, workers
 from training.goodput import summary_stats
 
 #: Faults per mode: what that mode's layer is meant to recover from (``kind@step:rank``).
@@ -37,9 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("runs/bench-recovery"))
     args = p.parse_args(argv)
 
-    cuda = torch.cuda.is_available()
-    nproc = args.nproc or (torch.cuda.device_count() if cuda else 2)
-    device = f"{nproc} x {torch.cuda.get_device_name(0)} (NCCL)" if cuda else f"{nproc} CPU workers (gloo, fallback)"
+    nproc, device = workers(args.nproc)
     rows, failures = [], 0
     by_mode_layer: dict[tuple[str, str], list[float]] = {}
     goodputs: dict[str, list[tuple[float, float]]] = {}

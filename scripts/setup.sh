@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent project setup: .venv (Python 3.11) from the pinned requirements, then `npm ci`.
+# pip runs with --no-compile: bytecode of what is imported is cached on first use (the Makefile allows it).
 # Re-running is cheap: a stamp file records the hash of every pin file, and nothing is
 # reinstalled while the pins are unchanged.
 set -euo pipefail
@@ -24,7 +25,7 @@ else
   echo "[setup] 1/3 reusing .venv ($(.venv/bin/python --version))"
 fi
 echo "[setup] 2/3 pip install -r requirements.txt -r requirements-dev.txt (torch 2.13.0 CPU from the machine's local wheel)"
-.venv/bin/python -m pip install --disable-pip-version-check --progress-bar off \
+.venv/bin/python -m pip install --disable-pip-version-check --progress-bar off --no-compile \
   -r requirements.txt -r requirements-dev.txt 2>&1 \
   | grep -v -E "^WARNING: Location '.*' is ignored" \
   | grep -E "^(Collecting|Successfully|ERROR|error)" | sed 's/^/[setup]   /' || true
