@@ -5,7 +5,7 @@ from __future__ import annotations
 from cdk8s_plus_36 import k8s
 from constructs import Construct
 
-from charts.names import CONFIG_PATH, dataset_job_name, group_labels
+from charts.names import dataset_job_name, group_labels
 from charts.volumes import shared_mounts, shared_volumes
 from platform_config import ProjectConfig
 
@@ -21,8 +21,11 @@ def dataset_dir(cfg: ProjectConfig) -> str:
 
 
 def prepare_data_args(cfg: ProjectConfig) -> list[str]:
-    """``python -m training.prepare_data`` arguments (everything else is read from the config file)."""
-    return ["python", "-m", "training.prepare_data", "--config", CONFIG_PATH, "--out", dataset_dir(cfg)]
+    """``python -m training.prepare_data``: tokenize ``train.corpus_source`` (or generate the offline corpus) into
+    shards at :func:`dataset_dir`. Training reads them when ``train.data_dir`` points there."""
+    source = ["--source", cfg.train.corpus_source] if cfg.train.corpus_source else []
+    source = source or ["--generate", f"{cfg.train.generated_corpus_mb:g}"]
+    return ["python", "-m", "training.prepare_data", "--out", dataset_dir(cfg), *source]
 
 
 class DatasetJob(Construct):

@@ -357,6 +357,11 @@ class TrainConfig(_Strict):
     eval_interval: int = Field(default=50, ge=0, description="0 = no evaluation")
     eval_batches: int = Field(default=2, ge=1)
     data_dir: str | None = Field(default=None, description="tokenized shards; None = generate the offline corpus")
+    #: Raw text for the dataset-preparation Job (text / JSON-lines files or a directory on the shared file system,
+    #: e.g. a C4 subset copied to FSx). None = the Job writes the project's generated corpus instead.
+    corpus_source: str | None = None
+    #: Size of the generated corpus (MB) when ``corpus_source`` is unset.
+    generated_corpus_mb: float = Field(default=64.0, gt=0)
 
 
 class CheckpointConfig(_Strict):

@@ -101,7 +101,8 @@ def prepare(out: Path, docs: Iterable[str], *, val_every: int, shard_tokens: int
     return {k: sum(e["tokens"] for e in v) for k, v in splits.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (the dataset-preparation Job in charts/dataset_job.py builds it)."""
     p = argparse.ArgumentParser(prog="python -m training.prepare_data", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True, help="output data directory (index.json + *.bin)")
     src = p.add_mutually_exclusive_group(required=True)
@@ -110,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the generated corpus")
     p.add_argument("--val-every", type=int, default=100, help="every N-th document goes to val (0 = none)")
     p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard file (uint16)")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.generate is not None:
         n = int(args.generate * 1e6)
         docs: Iterable[str] = _Progress("generate", n)(generate_corpus(n, args.seed))

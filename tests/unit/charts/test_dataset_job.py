@@ -22,3 +22,12 @@ def test_dataset_job_writes_shards_on_fsx(cfg):
 def test_configured_data_dir_wins():
     cfg = make_cfg(train={"data_dir": "/checkpoints/data/my-corpus"})
     assert dataset_dir(cfg) == "/checkpoints/data/my-corpus"
+
+
+def test_arguments_are_ones_prepare_data_accepts():
+    from training.prepare_data import parse_args
+
+    for cfg in (make_cfg(), make_cfg(train={"corpus_source": "/checkpoints/raw/c4"})):
+        args = parse_args(prepare_data_args(cfg)[3:])
+        assert str(args.out) == dataset_dir(cfg)
+        assert (args.source, args.generate) in ((["/checkpoints/raw/c4"], None), (None, 64.0))
