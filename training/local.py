@@ -27,7 +27,7 @@ from typing import Any
 
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
-from training.events import EVENTS_FILE
+from training.events import EVENTS_FILE, EventLog
 from training.exit_codes import ExitCode, clear_exit_status, exit_code_for, translate_launcher_exit
 from training.ft_monitor import ft_launcher_args, ft_launcher_yaml
 from training.inprocess_restart import STORE_PORT_ENV
@@ -157,6 +157,7 @@ def launch(args: argparse.Namespace) -> int:
     progress = Progress(run_dir, args.progress_every, steps, t0)
     progress.start()
     attempts = cfg.job.backoff_limit + 1 if mode == RecoveryMode.K8S_ONLY else 1
+    launch_log = EventLog(run_dir)  # job layer, rank -1: the run's wall clock starts with the launch
     code, message = 1, ""
     with open(run_dir / "launcher.log", "a") as logf:
         for attempt in range(attempts):
@@ -164,6 +165,7 @@ def launch(args: argparse.Namespace) -> int:
             if attempt:
                 print(f"[{time.monotonic() - t0:6.1f}s] JOB   pod restart (attempt {attempt}), as Kubernetes would")
             clear_exit_status(run_dir)
+            launch_log.emit("launch", launcher=Path(launcher[0]).name, nproc=nproc, mode=mode.value, attempt=attempt)
             logf.write(f"== attempt {attempt}: {' '.join(launcher + worker)}\n")
             logf.flush()
             rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)

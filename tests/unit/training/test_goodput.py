@@ -128,6 +128,21 @@ def test_no_faults_no_checkpoints_and_missing_step_s() -> None:
     assert a.freshness_mean_s == pytest.approx(2.75)
 
 
+def test_launch_event_starts_the_wall_clock_but_is_not_working_time() -> None:
+    # the same run as above, launched 4.5 s before the first worker event (imports, rendezvous):
+    # wall 10.0, productive 5.0, working 5.5 (start -> exit); the launch opens no working interval
+    events = [
+        ev(-4.5, "launch", rank=-1, layer="job", launcher="ft_launcher", nproc=2, mode="inprocess-ft"),
+        ev(0.0, "start"),
+        *steps(1, 5, 1.0, step_s=None),
+        ev(5.5, "exit", reason="done", code=0),
+    ]
+    a = analyze(events)
+    assert a.wall_s == pytest.approx(10.0)
+    assert a.training_goodput == pytest.approx(5.0 / 10.0)
+    assert a.infrastructure_goodput == pytest.approx(5.5 / 10.0)
+
+
 # ------------------------------------------------ scenario C: fault before the first checkpoint
 def scenario_c() -> list[dict[str, Any]]:
     """sigkill under ft_launcher; nobody logs restart_begin: the new process generation is the detection."""
