@@ -328,6 +328,12 @@ class CheckpointManager:
 
     def _fail(self, step: int, exc: BaseException) -> CheckpointWriteError:
         msg = _describe(exc)
+        if not msg.startswith(tuple(errno.errorcode.values())):
+            # torch's C++ writers lose the errno ("file write failed"): say so when the file system is full.
+            with contextlib.suppress(OSError):
+                free = shutil.disk_usage(self.root).free
+                if free < FULL_FS_BYTES:
+                    msg = f"ENOSPC: No space left on device ({free} bytes free under {self.root}); {msg}"
         self.events.emit("ckpt_failed", step=step, error=msg, backend=self.backend)
         print(f"[checkpoint] rank {self.rank}: checkpoint at step {step} failed: {msg}", flush=True)
         err = CheckpointWriteError(f"checkpoint at step {step} failed: {msg}")
@@ -636,4 +642,17 @@ def _describe(exc: BaseException) -> str:
     for e in seen:
         if isinstance(e, OSError) and e.errno is not None:
             return f"{errno.errorcode.get(e.errno, e.errno)}: {e.strerror} ({type(e).__name__})"
-    return f"{type(exc).__name__}: {exc}"[:500]
+    # No errno: torch's C++ writers raise RuntimeError("... file write failed" / "No space left on device").
+    inner = [e for e in seen if not isinstance(e, DcpCheckpointException)]
+    for e in inner:
+        for code, text in _ERRNO_TEXT.items():
+            if text in str(e):
+                return f"{code}: {text} ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+    cause = inner[0] if inner else exc
+    return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:500]
+
+
+#: A write failure without an errno on a file system with less free space than this is reported as ENOSPC.
+FULL_FS_BYTES = 1 << 20
+#: OS error texts that a wrapped (errno-less) message may carry.
+_ERRNO_TEXT = {"ENOSPC": "No space left on device", "EROFS": "Read-only file system", "EACCES": "Permission denied"}

@@ -234,3 +234,17 @@ def test_error_codes_are_named(tmp_path: Path) -> None:
     from training.checkpoint import _describe
 
     assert _describe(OSError(errno.ENOSPC, "No space left on device")).startswith("ENOSPC")
+
+
+def test_describe_names_the_os_error_inside_dcp_wrappers() -> None:
+    """DCP wraps each rank's failure; the message must still name the cause (with or without an errno)."""
+    from torch.distributed.checkpoint.api import CheckpointException as DcpError
+
+    from training.checkpoint import _describe
+
+    with_errno = DcpError("save failed", {0: (OSError(28, "No space left on device"), None)})
+    assert _describe(with_errno).startswith("ENOSPC: No space left on device")
+    text_only = DcpError("save failed", {1: (RuntimeError("[enforce fail] No space left on device"), None)})
+    assert _describe(text_only).startswith("ENOSPC: No space left on device (RuntimeError")
+    other = DcpError("save failed", {0: (ValueError("bad plan"), None)})
+    assert _describe(other) == "ValueError: bad plan"
