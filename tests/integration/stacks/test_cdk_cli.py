@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -52,8 +53,9 @@ def digest(out: Path) -> dict[str, str]:
 def test_offline_synth_of_both_environments_is_valid_and_repeatable(tmp_path: Path) -> None:
     """default twice (byte-identical cdk.out), prod (existing VPC, Capacity Block) once; both pass the validators."""
     runs = {"default-1": "env=default", "default-2": "env=default", "prod": "env=prod"}
-    for name, context in runs.items():
-        result = synth(tmp_path / name, context)
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:  # separate output dirs: independent CLI processes
+        results = dict(zip(runs, pool.map(lambda item: synth(tmp_path / item[0], item[1]), runs.items()), strict=True))
+    for result in results.values():
         assert result.returncode == 0, result.stdout + result.stderr
     for name in ("default-1", "prod"):
         assert validate_cdk_out(tmp_path / name) == [], name
