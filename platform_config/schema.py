@@ -275,8 +275,6 @@ class ImageConfig(_Strict):
     #: AWS Deep Learning Container for PyTorch (carries EFA, aws-ofi-nccl); the account hosts the public DLCs.
     base_image: str = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.9.0-gpu-py312-ec2"
     nvrx_version: str = "0.7.0"
-    #: ECR repository the training image is published to.
-    repository_name: str = "fsdp-training"
     #: Use a prebuilt image instead of the CDK asset (None = build the asset).
     uri_override: str | None = None
 
