@@ -398,43 +398,38 @@ class CheckpointManager:
             raise self._fail(step, exc) from exc
         flight.future = fut
 
-        def on_done(f: Any) -> None:
-            try:
-                f.result()
-                if self.rank == 0:
-                    self._commit(flight)
-            except BaseException as exc:
-                flight.error = exc
-            finally:
-                flight.done.set()
-
         self._inflight = flight
-        fut.add_done_callback(on_done)
-        self._emit("ckpt_staged", step=step, stall_s=round(time.perf_counter() - t0, 6), backend=self.backend)
-        if during_write is not None:
-            during_write(step)
+        fut.add_done_callback(lambda f: self._write_done(flight, f.result))
+        self._staged(flight, during_write)
 
     def _save_nvrx(self, step, tmp, t0, state_dict, during_write) -> None:  # type: ignore[no-untyped-def]
         flight = _InFlight(step, tmp, t0)
-
-        def finalize() -> None:
-            try:
-                if self.rank == 0:
-                    self._commit(flight)
-            except BaseException as exc:
-                flight.error = exc
-            finally:
-                flight.done.set()
-
         assert self._nvrx is not None
         try:
-            self._nvrx.schedule(state_dict, tmp, finalize)
+            self._nvrx.schedule(state_dict, tmp, lambda: self._write_done(flight))
         except (Exception, DcpCheckpointException) as exc:
             raise self._fail(step, exc) from exc
         self._inflight = flight
-        self._emit("ckpt_staged", step=step, stall_s=round(time.perf_counter() - t0, 6), backend=self.backend)
+        self._staged(flight, during_write)
+
+    def _write_done(self, flight: _InFlight, check: Callable[[], Any] | None = None) -> None:
+        """Async write finished (``check`` re-raises its error): rank 0 commits; ``flight`` records the outcome."""
+        try:
+            if check is not None:
+                check()
+            if self.rank == 0:
+                self._commit(flight)
+        except BaseException as exc:
+            flight.error = exc
+        finally:
+            flight.done.set()
+
+    def _staged(self, flight: _InFlight, during_write: Callable[[int], None] | None) -> None:
+        """The loop may continue: record the stall, then run the ``checkpoint``-phase fault point if any."""
+        stall = round(time.perf_counter() - flight.t_begin, 6)
+        self._emit("ckpt_staged", step=flight.step, stall_s=stall, backend=self.backend)
         if during_write is not None:
-            during_write(step)
+            during_write(flight.step)
 
     def _commit(self, flight: _InFlight) -> None:
         """Rank 0: checksum, marker, rename, retention. Records errors on ``flight`` (never raises)."""

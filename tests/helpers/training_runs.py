@@ -43,6 +43,33 @@ test_env = child_env
 test_env.__test__ = False  # type: ignore[attr-defined]
 
 
+def local_run(
+    run_dir: Path,
+    *,
+    steps: int,
+    faults: str = "",
+    mode: str = "inprocess-ft",
+    config: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 240,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m training.local`` with ``config`` (default: a copy of :data:`FAST_CONFIG`) on fresh ports."""
+    import copy
+
+    from training.local import run_local
+
+    return run_local(
+        run_dir,
+        config=copy.deepcopy(FAST_CONFIG) if config is None else config,
+        steps=steps,
+        faults=faults,
+        mode=mode,
+        ports=(free_port(), free_port()),
+        env=env or child_env(),
+        timeout_s=timeout_s,
+    )
+
+
 def torchrun(
     script_args: list[str],
     *,

@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.training_runs import FAST_CONFIG, free_port
-from tests.helpers.training_runs import test_env as child_env
+from tests.helpers.training_runs import FAST_CONFIG, local_run
 from training.events import read_events
-from training.local import run_local
 
 pytestmark = pytest.mark.integration
 
@@ -31,9 +29,7 @@ def test_faulted_run_is_bitwise_equal_to_uninterrupted(tmp_path: Path) -> None:
     cfg: dict[str, Any] = copy.deepcopy(FAST_CONFIG)
 
     def go(name: str, faults: str) -> Any:
-        return run_local(
-            tmp_path / name, config=cfg, steps=STEPS, faults=faults, ports=(free_port(), free_port()), env=child_env()
-        )
+        return local_run(tmp_path / name, config=cfg, steps=STEPS, faults=faults)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         clean, faulted = pool.map(lambda a: go(*a), [("clean", ""), ("faulted", FAULTS)])

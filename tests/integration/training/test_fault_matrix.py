@@ -21,12 +21,11 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, free_port
+from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, local_run
 from tests.helpers.training_runs import test_env as child_env
 from training.events import read_events
 from training.exit_codes import ExitCode
 from training.faults import parse_schedule
-from training.local import run_local
 
 pytestmark = pytest.mark.integration
 
@@ -57,9 +56,7 @@ def _config(**extra: Any) -> dict[str, Any]:
 def _kind_run(kind: str, root: Path) -> dict[str, Any]:
     schedule = ",".join(t.format(k=kind) for t in PHASES.values())
     t0 = time.monotonic()
-    proc = run_local(
-        root / kind, config=_config(), steps=STEPS, faults=schedule, ports=(free_port(), free_port()), env=child_env()
-    )
+    proc = local_run(root / kind, config=_config(), steps=STEPS, faults=schedule)
     return {"proc": proc, "run_dir": root / kind, "wall_s": time.monotonic() - t0}
 
 
@@ -124,16 +121,7 @@ def _storage_run(name: str, root: Path) -> dict[str, Any]:
     else:
         env["TRAINING_CKPT_WRITE_DELAY_S"] = "1.0"
     try:
-        proc = run_local(
-            run_dir,
-            config=_config(**extra),
-            steps=12,
-            faults="",
-            mode="async-ckpt",
-            ports=(free_port(), free_port()),
-            env=env,
-            timeout_s=180,
-        )
+        proc = local_run(run_dir, config=_config(**extra), steps=12, mode="async-ckpt", env=env, timeout_s=180)
     finally:
         if mounted:
             subprocess.run(["umount", str(mount)], check=False)

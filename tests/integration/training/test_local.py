@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from platform_config import load_config
-from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, free_port
+from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, local_run
 from tests.helpers.training_runs import test_env as child_env
-from training.local import run_local
 
 pytestmark = pytest.mark.integration
 
@@ -22,14 +21,7 @@ def test_repeated_fault_escalates_to_unrecoverable_exit(tmp_path: Path) -> None:
     """A sticky fault (fires after every recovery) exceeds faults.max_repeats: exit with the unrecoverable code."""
     cfg = copy.deepcopy(FAST_CONFIG)
     cfg["faults"] = {"max_repeats": 1}
-    proc = run_local(
-        tmp_path / "sticky",
-        config=cfg,
-        steps=12,
-        faults="exception@3:1!",
-        ports=(free_port(), free_port()),
-        env=child_env(),
-    )
+    proc = local_run(tmp_path / "sticky", config=cfg, steps=12, faults="exception@3:1!")
     assert proc.returncode == load_config().ft.unrecoverable_exit_code, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "FAILED" in proc.stderr and "target step 12 not reached" in proc.stderr
     assert "faults.max_repeats=1" in proc.stderr
@@ -37,15 +29,7 @@ def test_repeated_fault_escalates_to_unrecoverable_exit(tmp_path: Path) -> None:
 
 def test_k8s_only_fault_exits_with_cause_code_and_pod_restart_recovers(tmp_path: Path) -> None:
     """k8s-only: the fault ends the launch with the cause's code; the emulated pod restart (JOB_ATTEMPT+1) resumes."""
-    proc = run_local(
-        tmp_path / "k8s",
-        config=copy.deepcopy(FAST_CONFIG),
-        steps=12,
-        faults="exception@7:1",
-        mode="k8s-only",
-        ports=(free_port(), free_port()),
-        env=child_env(),
-    )
+    proc = local_run(tmp_path / "k8s", steps=12, faults="exception@7:1", mode="k8s-only")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "rank 1 exited with code 10 (exception)" in proc.stdout
     assert "JOB   pod restart (attempt 1)" in proc.stdout

@@ -7,30 +7,19 @@ ft_launcher recovers the soft faults too, with the cause taken from the persiste
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.training_runs import FAST_CONFIG, free_port
-from tests.helpers.training_runs import test_env as child_env
+from tests.helpers.training_runs import local_run
 from training.events import read_events
-from training.local import run_local
 
 pytestmark = pytest.mark.integration
 
 
 def test_ft_launcher_mode_recovers_exception_comm_and_hang(tmp_path: Path) -> None:
-    proc = run_local(
-        tmp_path / "ft",
-        config=copy.deepcopy(FAST_CONFIG),
-        steps=24,
-        faults="exception@5:1,comm@11:0,hang@17:1",
-        mode="ft-launcher",
-        ports=(free_port(), free_port()),
-        env=child_env(),
-    )
+    proc = local_run(tmp_path / "ft", steps=24, faults="exception@5:1,comm@11:0,hang@17:1", mode="ft-launcher")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     events = read_events(tmp_path / "ft")
     begins = [e for e in events if e["event"] == "restart_begin" and e["rank"] == 0]

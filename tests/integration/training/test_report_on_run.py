@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.training_runs import free_port
 from training.events import LAYERS
 
 REPO = Path(__file__).resolve().parents[3]
@@ -20,17 +20,11 @@ FAULTS = "exception@20:1,sigkill@45:1"
 pytestmark = pytest.mark.integration
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[Path, dict, dict, str]:
     run_dir = tmp_path_factory.mktemp("report_run")
     cmd = [sys.executable, "-m", "training.local", "--run-dir", str(run_dir), "--steps", str(STEPS)]
-    cmd += ["--faults", FAULTS, "--fresh", "--port", str(_free_port()), "--store-port", str(_free_port())]
+    cmd += ["--faults", FAULTS, "--fresh", "--port", str(free_port()), "--store-port", str(free_port())]
     train = subprocess.run(
         cmd,
         cwd=REPO,
