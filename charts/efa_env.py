@@ -5,6 +5,7 @@ from __future__ import annotations
 from cdk8s_plus_36 import k8s
 
 from platform_config import MODE_LAYERS, InstanceType, ProjectConfig, RecoveryMode
+from training.inprocess_restart import INPROCESS_PROCESS_ENV
 
 #: aws-ofi-nccl's tuner as installed in the AWS Deep Learning Containers.
 _OFI_NCCL_TUNER = "/opt/amazon/ofi-nccl/lib/libnccl-ofi-tuner.so"
@@ -38,9 +39,9 @@ def training_env(cfg: ProjectConfig, mode: RecoveryMode, instance: InstanceType)
     env = efa_nccl_env(instance)
     env["NVRX_INPROCESS_STORE_PORT"] = str(cfg.job.inprocess_store_port)
     if MODE_LAYERS[mode].inprocess:
-        # NVRx in-process restart docs: CUDA errors must not abort the process, and NCCL must stay quiet.
-        env["TORCH_NCCL_RETHROW_CUDA_ERRORS"] = "0"
-        env["TORCH_CPP_LOG_LEVEL"] = "error"
+        # NCCL errors must abort the communicator, not the process (the trainer sets these again, since
+        # ft_launcher exports its own TORCH_NCCL_ASYNC_ERROR_HANDLING to workers).
+        env.update(INPROCESS_PROCESS_ENV)
     return env
 
 

@@ -76,6 +76,18 @@ def destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
+def abort_process_group() -> None:
+    """Abort the default group's NCCL communicators (pending collectives fail), then destroy the group.
+
+    Unlike a plain destroy this does not wait for in-flight collectives. gloo has no abort: destroy only.
+    """
+    if not dist.is_initialized():
+        return
+    if dist.get_backend() == "nccl":
+        dist.distributed_c10d._abort_process_group()
+    dist.destroy_process_group()
+
+
 def set_determinism(seed: int) -> None:
     """Seed torch/numpy/python and turn deterministic algorithms on (CUDA: warn-only for SDPA kernels)."""
     if torch.cuda.is_available():

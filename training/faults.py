@@ -11,8 +11,8 @@ Schedule syntax (comma separated): ``kind@step[:rank][/phase][!]``
 What each kind does, and which layer is meant to recover it (see docs/recovery-layers.md):
 
 - ``exception``: raises :class:`InjectedFault` -> in-process restart (all ranks re-enter the Wrapper).
-- ``comm``: destroys this rank's process group and raises; the peers' next collective fails
-  ("connection closed by peer") -> in-process restart.
+- ``comm``: breaks this rank's process group (NCCL: aborts its communicators; gloo: destroys the group) and
+  raises; the peers' next collective fails -> in-process restart.
 - ``hang``: spins in Python (sleeping 50 ms at a time) without progress or heartbeats -> the Wrapper's
   soft timeout (peers blocked in the collective) aborts and restarts in-process; without the in-process
   layer the ft_launcher heartbeat / section timeout kills and restarts the workers.
@@ -254,8 +254,11 @@ def fire(kind: str, step: int, rank: int) -> None:
 
         if dist.is_available() and dist.is_initialized():
             with contextlib.suppress(Exception):
-                dist.destroy_process_group()
-        raise InjectedFault(kind, step, rank, "process group closed; peers' collectives fail")
+                if dist.get_backend() == "nccl":  # a broken link: the communicator dies, the group object stays
+                    dist.distributed_c10d._abort_process_group()
+                else:  # gloo has no abort: closing the group's connections is what peers see
+                    dist.destroy_process_group()
+        raise InjectedFault(kind, step, rank, "process group broken; peers' collectives fail")
     raise ValueError(f"unknown fault kind {kind!r}")
 
 

@@ -19,6 +19,7 @@ import inspect
 import logging
 import os
 import time
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,22 @@ from training.exit_codes import classify
 log = logging.getLogger(__name__)
 
 STORE_PORT_ENV = "NVRX_INPROCESS_STORE_PORT"
+
+#: Process environment the in-process layer needs (NVRx in-process usage guide, "Known issues"), set by the
+#: pod spec (``charts.efa_env``) and again by each worker before its first process group (:func:`apply_process_env`):
+#:
+#: - ``TORCH_NCCL_ASYNC_ERROR_HANDLING=2``: on an NCCL error the watchdog aborts the communicator but keeps the
+#:   process (ft_launcher exports ``1`` to its workers, which tears the process down: the in-process restart
+#:   never happens; seen on 2 x H200 as a SIGABRT of the faulting worker);
+#: - ``TORCH_NCCL_RETHROW_CUDA_ERRORS=0``: the watchdog does not rethrow CUDA/NCCL errors (which kills the process);
+#: - ``NCCL_NVLS_ENABLE=0``: NVLink SHARP communicators cannot be aborted and rebuilt;
+#: - ``TORCH_CPP_LOG_LEVEL=error``: the Wrapper's store polling would otherwise log every expected timeout.
+INPROCESS_PROCESS_ENV: dict[str, str] = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+    "TORCH_NCCL_RETHROW_CUDA_ERRORS": "0",
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_CPP_LOG_LEVEL": "error",
+}
 
 
 def nvrx_version() -> str:
@@ -47,6 +64,18 @@ def store_port(default: int) -> int:
             "to another port"
         )
     return port
+
+
+def apply_process_env(environ: MutableMapping[str, str] | None = None) -> dict[str, tuple[str | None, str]]:
+    """Set :data:`INPROCESS_PROCESS_ENV` in ``environ`` (default ``os.environ``), overriding other values.
+
+    Must run before the first process group is created (ProcessGroupNCCL reads these at construction).
+    Returns ``{name: (old, new)}`` for every value it changed, so the caller can say so in the log.
+    """
+    env = os.environ if environ is None else environ
+    changed = {k: (env.get(k), v) for k, v in INPROCESS_PROCESS_ENV.items() if env.get(k) != v}
+    env.update(INPROCESS_PROCESS_ENV)
+    return changed
 
 
 @dataclass

@@ -46,7 +46,14 @@ from training.exit_codes import (
 )
 from training.faults import FaultInjector, fired_faults, schedule_from_config
 from training.ft_monitor import FtMonitor
-from training.inprocess_restart import RestartTracker, build_wrapper, is_restart_abort, store_port, wrap
+from training.inprocess_restart import (
+    RestartTracker,
+    apply_process_env,
+    build_wrapper,
+    is_restart_abort,
+    store_port,
+    wrap,
+)
 
 SUMMARY_FILE = "summary.json"
 #: Step intervals (after the first) measured before the step-time check runs.
@@ -214,6 +221,7 @@ class Runner:
             hooks=self.hooks,
             allow_fresh_start=self.args.fresh,
         )
+        finished = False
         try:
             trainer.setup()
             resumed = trainer.restore()
@@ -225,6 +233,7 @@ class Runner:
             trainer.close()
             if self.rank == 0:
                 self.summary = self._summary(final, digest)
+            finished = True
             return final
         except Exception as err:
             self.last_step = max(self.last_step, getattr(trainer, "step", 0) or 0)
@@ -234,7 +243,11 @@ class Runner:
         finally:
             with contextlib.suppress(Exception):
                 trainer.close()
-            distributed.destroy_process_group()
+            if finished:
+                distributed.destroy_process_group()
+            # On the error path the group is left alone: under the in-process layer NVRx's monitor thread
+            # aborts and destroys it (destroying it here as well raced that abort: on NCCL, heap corruption and
+            # SIGABRT); without that layer the process exits next.
 
     def _init_process_group(self, iteration: int) -> None:
         """Default group; under the in-process layer on a fresh key prefix of one store per iteration.
@@ -249,6 +262,9 @@ class Runner:
         from training import distributed
 
         timeout_s = distributed.collective_timeout_s(self.cfg.inprocess)
+        if iteration > 0 and dist.is_initialized():  # NVRx's abort normally destroyed it; never reuse a broken one
+            print(f"[train] rank {self.rank}: process group of iteration {iteration - 1} still alive; aborting it")
+            distributed.abort_process_group()
         if not self.layers.inprocess:
             distributed.init_process_group(timeout_s=timeout_s)
             return
@@ -330,6 +346,10 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "error")
     cfg, mode = resolve_config(args)
     layers = MODE_LAYERS[mode]
+    if layers.inprocess:
+        for name, (old, new) in apply_process_env().items():
+            if old is not None and int(os.environ.get("RANK", "0")) == 0:
+                print(f"[train] in-process layer: {name}={new} (was {old})", flush=True)
     runner = Runner(cfg, args, mode)
     unrecoverable = cfg.ft.unrecoverable_exit_code
     for f in timeout_check.check_static(cfg, inprocess=layers.inprocess, ft_launcher=layers.ft_launcher):

@@ -34,6 +34,8 @@ def test_training_env_store_port_and_inprocess_settings(cfg, mode):
     assert env["NVRX_INPROCESS_STORE_PORT"] == str(cfg.job.inprocess_store_port)
     assert env["NVRX_INPROCESS_STORE_PORT"] != str(cfg.job.rendezvous_port)
     assert ("TORCH_NCCL_RETHROW_CUDA_ERRORS" in env) == MODE_LAYERS[mode].inprocess
+    # NCCL errors abort the process without the in-process layer, only the communicator with it
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == ("2" if MODE_LAYERS[mode].inprocess else "1")
 
 
 def test_env_vars_are_sorted():

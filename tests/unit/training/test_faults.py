@@ -91,7 +91,7 @@ def test_oom_is_a_real_allocation_failure(tmp_path: Path) -> None:
 
 
 def test_comm_without_process_group_still_raises(tmp_path: Path) -> None:
-    with pytest.raises(InjectedFault, match="process group closed"):
+    with pytest.raises(InjectedFault, match="process group broken"):
         _injector(tmp_path, "comm@1:1").fault_point("step", 1)
 
 

@@ -67,3 +67,18 @@ def test_real_in_process_restart_single_rank() -> None:
         timeout=120,
     )
     assert "result 1 oom 1" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_apply_process_env_overrides_launcher_values_and_reports_changes() -> None:
+    from training.inprocess_restart import INPROCESS_PROCESS_ENV, apply_process_env
+
+    env = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_CPP_LOG_LEVEL": "error", "OTHER": "x"}
+    changed = apply_process_env(env)
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "2"  # ft_launcher's "1" would kill the process on NCCL errors
+    assert env["TORCH_NCCL_RETHROW_CUDA_ERRORS"] == "0"
+    assert env["OTHER"] == "x"
+    assert changed["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == ("1", "2")
+    assert changed["NCCL_NVLS_ENABLE"] == (None, "0")
+    assert "TORCH_CPP_LOG_LEVEL" not in changed  # already right
+    assert all(env[k] == v for k, v in INPROCESS_PROCESS_ENV.items())
+    assert apply_process_env(env) == {}
