@@ -9,6 +9,8 @@ set -uo pipefail
 out="${1:?usage: gpu_smoke.sh OUT_DIR}"
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
+# A worker that makes no step progress for this long dumps its thread stacks into the launcher log.
+export TRAINING_STALL_DUMP_S="${TRAINING_STALL_DUMP_S:-15}"
 nproc=$(python3 -c "import torch; print(torch.cuda.device_count())")
 python3 -c "import torch, nvidia_resiliency_ext as n, importlib.metadata as m; \
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), \
@@ -23,5 +25,6 @@ for spec in $specs; do
   python3 -m training.report "/tmp/$name" > "$out/$name.report.txt" 2>&1 || rc=1
   cp "/tmp/$name/report.json" "$out/$name.report.json" 2>/dev/null
   cp "/tmp/$name/launcher.log" "$out/$name.launcher.log" 2>/dev/null
+  for f in /tmp/"$name"/logs/*.log; do [[ -f "$f" ]] && cp "$f" "$out/$name.$(basename "$f")"; done
 done
 exit $rc

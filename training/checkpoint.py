@@ -99,8 +99,39 @@ def read_marker(path: Path) -> dict[str, Any] | None:
     return marker if isinstance(marker, dict) and "files" in marker else None
 
 
+def storage_layout_error(path: Path) -> str | None:
+    """None if ``.metadata``'s storage entries tile every data file exactly; else the reason.
+
+    DCP writers (torch's and NVRx's, both through ``_write_item``) append items back to back, so the
+    (offset, length) entries of each file cover ``[0, size)`` with no gap or overlap. Checksums cannot
+    catch metadata that describes *other* bytes (seen on H200: NVRx finalized a save with the write results
+    of an abandoned earlier save, and the commit checksummed an unreadable checkpoint); this does.
+    """
+    try:
+        md = FileSystemReader(path).read_metadata()
+    except Exception as exc:
+        return f"unreadable .metadata ({type(exc).__name__}: {str(exc)[:200]})"
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for info in (md.storage_data or {}).values():
+        spans.setdefault(info.relative_path, []).append((int(info.offset), int(info.length)))
+    data_files = {f.name for f in path.iterdir() if f.suffix == ".distcp"}
+    if set(spans) != data_files:
+        return f".metadata names files {sorted(spans)}, the directory holds {sorted(data_files)}"
+    for name, items in sorted(spans.items()):
+        end = 0
+        for offset, length in sorted(items):
+            if offset != end:
+                return f".metadata does not match {name}: an item at byte {offset}, expected {end}"
+            end = offset + length
+        size = (path / name).stat().st_size
+        if end != size:
+            return f".metadata does not match {name}: items end at byte {end}, the file has {size}"
+    return None
+
+
 def verify_checkpoint(path: Path) -> str | None:
-    """None if every file listed in the marker exists with the recorded size and sha256; else the reason."""
+    """None if every file listed in the marker exists with the recorded size and sha256 and ``.metadata``
+    describes the data files (:func:`storage_layout_error`); else the reason."""
     marker = read_marker(path)
     if marker is None:
         return "commit marker missing or unreadable"
@@ -117,7 +148,7 @@ def verify_checkpoint(path: Path) -> str | None:
     for name, want in sorted(marker["files"].items()):
         if actual[name]["sha256"] != want["sha256"]:
             return f"checksum mismatch in {name} (bit flip or partial overwrite)"
-    return None
+    return storage_layout_error(path)
 
 
 def list_committed(root: Path) -> list[tuple[int, Path]]:
@@ -231,6 +262,33 @@ class _NvrxAsync:
             caller.process = None
         self.queue.async_calls.clear()
         self.queue.persistent_caller = None
+        self._drain_write_results()
+
+    @staticmethod
+    def _drain_write_results() -> None:
+        """Empty NVRx's process-wide write-results queue.
+
+        ``FileSystemWriterAsync`` hands results over through one module-level queue and every finalize takes
+        the *oldest* entry. A result left there by an abandoned save would be taken by the next save's
+        finalize, whose ``.metadata`` then points at the wrong bytes (seen on 2 x H200 after an in-process
+        restart: a committed, checksummed checkpoint that failed to unpickle).
+        """
+        import queue
+
+        from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
+
+        results = getattr(filesystem_async, "_results_queue", None)
+        dropped = 0
+        while results is not None:
+            try:
+                results.get_nowait()
+                dropped += 1
+            except queue.Empty:
+                break
+            except (OSError, EOFError):  # the queue's manager process is gone: nothing can be taken from it
+                break
+        if dropped:
+            print(f"[checkpoint] dropped {dropped} stale NVRx write result(s) of an abandoned save", flush=True)
 
 
 @dataclass
@@ -437,6 +495,9 @@ class CheckpointManager:
             files = file_checksums(flight.tmp)
             if ".metadata" not in files:
                 raise OSError(errno.EIO, f"{flight.tmp} has no .metadata: the write did not complete")
+            layout = storage_layout_error(flight.tmp)
+            if layout is not None:
+                raise CheckpointError(f"refusing to commit {flight.tmp}: {layout}")
             marker = {
                 "step": flight.step,
                 "world_size": self.world_size,
@@ -524,9 +585,11 @@ class CheckpointManager:
         finally:
             if self._nvrx is not None:
                 self._nvrx.close(collective=collective)
-            if self.pg is not None and dist.is_initialized():
+            if collective and self.pg is not None and dist.is_initialized():
                 dist.destroy_process_group(self.pg)
-                self.pg = None
+            # On the error path the group is only dropped: NVRx's in-process abort destroys every group from its
+            # monitor thread, and destroying it here as well would race that (or the process exits next).
+            self.pg = None
 
     # ------------------------------------------------------------------ load
     def latest_committed(self) -> int | None:

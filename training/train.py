@@ -54,6 +54,7 @@ from training.inprocess_restart import (
     store_port,
     wrap,
 )
+from training.stall_dump import StallDump, threshold_s
 
 SUMMARY_FILE = "summary.json"
 #: Step intervals (after the first) measured before the step-time check runs.
@@ -89,6 +90,7 @@ class ResilienceHooks:
         self.inprocess = inprocess
         self.ft_launcher = ft_launcher
         self.measured: dict[str, float] = {}
+        self.stall = StallDump(threshold_s())
         self._last_beat: float | None = None
         self._intervals: list[float] = []
         self._checked: set[str] = set()
@@ -109,6 +111,7 @@ class ResilienceHooks:
 
     def heartbeat(self, step: int) -> None:
         self.monitor.heartbeat(step)
+        self.stall.progress()
         now = time.monotonic()
         if self._last_beat is not None:
             self._intervals.append(now - self._last_beat)
@@ -207,6 +210,7 @@ class Runner:
             self.monitor.end_all_sections()
             self.hooks.reset_step_timing()
         self.entered_ns = entered_ns
+        self.hooks.stall.progress()  # (re-)entering counts as progress: a stall from here on gets a stack dump
         reason = self.ledger.escalation()
         if reason:
             raise UnrecoverableError(reason)
@@ -242,7 +246,7 @@ class Runner:
             raise
         finally:
             with contextlib.suppress(Exception):
-                trainer.close()
+                trainer.close(failed=not finished)  # a failure in setup/restore too: no collectives
             if finished:
                 distributed.destroy_process_group()
             # On the error path the group is left alone: under the in-process layer NVRx's monitor thread
@@ -306,6 +310,13 @@ class Runner:
         }
         atomic_write_json(self.run_dir / SUMMARY_FILE, summary)
         return summary
+
+
+def _monitor_log_dir(run_dir: Path) -> Path:
+    """Where NVRx's in-process monitor processes write ``inprocess_monitor_<rank>.log``."""
+    path = run_dir / "logs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -373,7 +384,7 @@ def run(args: argparse.Namespace) -> int:
                 port=store_port(cfg.job.inprocess_store_port),
                 min_world_size=min_world,
                 tracker=runner.tracker,
-                log_dir=None,
+                log_dir=_monitor_log_dir(args.run_dir),
             )
             wrap(wrapper, runner)()
         else:
@@ -396,6 +407,7 @@ def run(args: argparse.Namespace) -> int:
         write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary)
         if cause in ("unrecoverable", "config", "no_usable_checkpoint"):
             runner.monitor.request_shutdown(f"{cause}: {message[:200]}")
+    runner.hooks.stall.stop()
     runner.events.emit("exit", reason=cause, code=code, step=runner.last_step)
     if runner.emf.enabled and runner.summary is not None:  # rank 0 of a finished run: the run's goodput
         from training.goodput import analyze, load_events

@@ -228,11 +228,12 @@ class Trainer:
         with self.hooks.section("checkpoint"):
             self.ckpt.save(self.step, self.state, during_write=lambda s: self.hooks.fault_point("checkpoint", s))
 
-    def close(self) -> None:
-        """Finalize an in-flight async save (collectively unless training failed); idempotent."""
+    def close(self, *, failed: bool = False) -> None:
+        """Finalize an in-flight async save (collectively unless training or the caller failed); idempotent."""
         if self._closed or self.ckpt is None:
             return
         self._closed = True
+        self._failed = self._failed or failed
         t0 = time.perf_counter()
         self.ckpt.close(collective=not self._failed)
         if self.rank == 0 and time.perf_counter() - t0 > 1.0:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import json
 import os
+import pickle
+import queue
 from pathlib import Path
 
 import pytest
@@ -15,9 +19,11 @@ from training.checkpoint import (
     CheckpointManager,
     CheckpointWriteError,
     NoUsableCheckpointError,
+    file_checksums,
     list_committed,
     read_marker,
     step_dir_name,
+    storage_layout_error,
     verify_checkpoint,
 )
 from training.events import EventLog, read_events
@@ -119,6 +125,67 @@ def test_damaged_checkpoint_is_quarantined_and_previous_used(tmp_path: Path, dam
         (event,) = _events(root, "ckpt_quarantined")
         assert event["step"] == 2 and event["reason"]
     assert _digest(fresh) == digests[1]
+
+
+def _shift_one_item(ckpt: Path) -> None:
+    """Rewrite ``.metadata`` so that one item points one byte off, and re-checksum the marker: a commit of
+    metadata that describes other bytes (what NVRx produced from a stale write result)."""
+    with (ckpt / ".metadata").open("rb") as fh:
+        md = pickle.load(fh)
+    index, info = max(md.storage_data.items(), key=lambda kv: kv[1].offset)
+    md.storage_data[index] = dataclasses.replace(info, offset=info.offset + 1)
+    with (ckpt / ".metadata").open("wb") as fh:
+        pickle.dump(md, fh)
+    marker = json.loads((ckpt / COMMIT_MARKER).read_text())
+    marker["files"] = file_checksums(ckpt)
+    (ckpt / COMMIT_MARKER).write_text(json.dumps(marker))
+
+
+def test_metadata_that_does_not_describe_the_files_is_quarantined(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    digests = _train_and_save(mgr, tiny_app_state(0), [1, 2])
+    mgr.close()
+    good, bad = root / step_dir_name(1), root / step_dir_name(2)
+    assert storage_layout_error(good) is None
+    _shift_one_item(bad)
+    reason = verify_checkpoint(bad)
+    assert reason is not None and ".metadata does not match __0_0.distcp" in reason
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 1
+    assert _digest(fresh) == digests[1]
+    (event,) = _events(root, "ckpt_quarantined")
+    assert event["step"] == 2 and ".metadata does not match" in event["reason"]
+
+
+def test_layout_check_names_unlisted_and_unreadable_files(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    _train_and_save(mgr, tiny_app_state(0), [1])
+    mgr.close()
+    ckpt = root / step_dir_name(1)
+    (ckpt / "__9_0.distcp").write_bytes(b"stray")
+    assert "__9_0.distcp" in (storage_layout_error(ckpt) or "")
+    (ckpt / ".metadata").write_bytes(b"\x00" * 8)
+    assert (storage_layout_error(ckpt) or "").startswith("unreadable .metadata")
+
+
+def test_abandoning_nvrx_async_drops_stale_write_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVRx hands write results over through one module-level queue (checked to exist in the installed
+    NVRx); results of an abandoned save must not reach the next save's finalize."""
+    from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
+
+    from training.checkpoint import _NvrxAsync
+
+    assert hasattr(filesystem_async, "_results_queue")
+    stale: queue.Queue = queue.Queue()
+    stale.put({"0": ["write results of an abandoned save"]})
+    stale.put({"0": ["another"]})
+    monkeypatch.setattr(filesystem_async, "_results_queue", stale)
+    _NvrxAsync._drain_write_results()
+    assert stale.empty()
+    monkeypatch.setattr(filesystem_async, "_results_queue", None)
+    _NvrxAsync._drain_write_results()  # no queue yet: nothing to do
 
 
 def test_no_usable_checkpoint_is_an_error_not_a_fresh_start(tmp_path: Path) -> None:
