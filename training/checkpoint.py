@@ -29,6 +29,7 @@ import re
 import shutil
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,6 +203,23 @@ def _warm_up_worker() -> None:
     """No-op run by NVRx's persistent async worker to start it ahead of the first save."""
 
 
+#: Every NVRx async path not closed yet (see :func:`abandon_async_saves`).
+_LIVE_NVRX: weakref.WeakSet[_NvrxAsync] = weakref.WeakSet()
+
+
+def abandon_async_saves() -> int:
+    """Abandon every NVRx async save of this process without collectives; returns how many paths were open.
+
+    The in-process layer calls this after a fault and before NVRx garbage-collects the failed iteration:
+    ``AsyncCallsQueue.__del__`` finalizes with an ``all_reduce`` on the default group, which hangs once
+    peers are gone (seen on 2 x H200 whenever the restart interrupted the trainer's own cleanup).
+    """
+    live = list(_LIVE_NVRX)
+    for nvrx in live:
+        nvrx.close(collective=False)
+    return len(live)
+
+
 class _NvrxAsync:
     """The NVRx async DCP path (CUDA only), wrapping the API differences of NVRx 0.4.x-0.7.x."""
 
@@ -210,6 +228,7 @@ class _NvrxAsync:
 
         self._core = core
         self.queue = core.AsyncCallsQueue(persistent=True)
+        _LIVE_NVRX.add(self)
         # The persistent worker is a "spawn" process: starting it (a fresh interpreter importing torch and
         # initialising CUDA) took 8-10 s on an H200. Start it now with a no-op request, so that cost overlaps
         # setup and the first training steps instead of stalling the first save (seen tripping timeouts).
@@ -251,6 +270,7 @@ class _NvrxAsync:
         joins the worker without a timeout; on the error path (peers gone, group aborted by the in-process
         layer) that blocked the rank until the Wrapper's hard timeout killed it (seen on 2 x H200).
         """
+        _LIVE_NVRX.discard(self)
         if collective:
             self.queue.close()
             return
@@ -299,6 +319,8 @@ class _InFlight:
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     future: Any = None
+    #: Set when the manager gave up on this save (error path): a late completion must not commit it.
+    abandoned: bool = False
 
 
 def _default_pg_timeout() -> datetime.timedelta | None:
@@ -475,6 +497,8 @@ class CheckpointManager:
         try:
             if check is not None:
                 check()
+            if flight.abandoned:
+                raise CheckpointError(f"save of step {flight.step} was abandoned; not committed")
             if self.rank == 0:
                 self._commit(flight)
         except BaseException as exc:
@@ -577,6 +601,7 @@ class CheckpointManager:
                 self.wait()
             elif self._inflight is not None:
                 flight, self._inflight = self._inflight, None
+                flight.abandoned = self._nvrx is not None  # the NVRx worker is killed below: nothing can commit
                 if self._nvrx is None:
                     flight.done.wait()
                     _join_dcp_threads()

@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,10 @@ class FtMonitor:
         self.active = enabled and under_ft_launcher()
         self.calculate_timeouts = calculate_timeouts
         self.client: Any = None
+        #: Wraps every message to the rank monitor; the in-process layer sets NVRx's ``CallWrapper.atomic`` so
+        #: that a restart never interrupts a half-written message (seen on H200: the monitor then read garbage,
+        #: dropped the connection, and the next section update failed with EPIPE).
+        self.guard: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
         self._open: set[str] = set()
         self._loaded: dict[str, Any] | None = None
         if enabled and not self.active:
@@ -53,9 +57,22 @@ class FtMonitor:
             self.client.load_state_dict(self._loaded)
         self.client.init_workload_monitoring()
 
+    def reconnect(self) -> None:
+        """A fresh connection to the rank monitor, keeping the client state (after an in-process restart)."""
+        if self.client is None:
+            return
+        with contextlib.suppress(Exception):
+            self._loaded = self.client.state_dict() or self._loaded
+        with contextlib.suppress(Exception):
+            self.client.shutdown_workload_monitoring()
+        self.client = None
+        self._open.clear()
+        self.start()
+
     def heartbeat(self, step: int) -> None:
         if self.client is not None:
-            self.client.send_heartbeat()
+            with self.guard():
+                self.client.send_heartbeat()
 
     @contextlib.contextmanager
     def section(self, name: str) -> Iterator[None]:
@@ -63,14 +80,22 @@ class FtMonitor:
         if self.client is None or name not in SECTIONS or name in self._open:
             yield
             return
-        self.client.start_section(name)
+        with self.guard():
+            self.client.start_section(name)
         self._open.add(name)
         try:
             yield
-        finally:
+        except BaseException:
+            # Unguarded: while NVRx terminates an iteration the guard would spin, and NVRx keeps raising its
+            # restart exception into code that runs meanwhile. A message cut short here is repaired by the
+            # reconnect on in-process re-entry (otherwise the process exits).
             self._open.discard(name)
             with contextlib.suppress(Exception):
                 self.client.end_section(name)
+            raise
+        self._open.discard(name)
+        with self.guard():
+            self.client.end_section(name)
 
     def end_all_sections(self) -> None:
         """Close open sections (after an in-process restart interrupted them)."""

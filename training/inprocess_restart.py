@@ -19,7 +19,7 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,10 +93,12 @@ def _finalize_class() -> type:
     from nvidia_resiliency_ext.inprocess.finalize import Finalize
 
     class RecordFault(Finalize):
-        """Runs on every rank right after a fault was detected: remember when and why."""
+        """Runs on every rank after a fault was detected and the groups aborted: remember when and why, then
+        run the ``on_fault`` cleanups (before NVRx garbage-collects the failed iteration's objects)."""
 
-        def __init__(self, tracker: RestartTracker) -> None:
+        def __init__(self, tracker: RestartTracker, on_fault: Sequence[Callable[[], object]]) -> None:
             self.tracker = tracker
+            self.on_fault = tuple(on_fault)
 
         def __call__(self, state: Any) -> Any:
             exc = getattr(state, "fn_exception", None)
@@ -104,6 +106,8 @@ def _finalize_class() -> type:
             self.tracker.detected_ts = time.time()
             self.tracker.cause = classify(exc) if exc is not None else "peer_fault"
             self.tracker.history.append({"iteration": state.iteration, "cause": self.tracker.cause})
+            for cleanup in self.on_fault:  # an error here ends this rank (NVRx: finalize failures are fatal)
+                cleanup()
             return state
 
     return RecordFault
@@ -144,12 +148,14 @@ def build_wrapper(
     min_world_size: int,
     tracker: RestartTracker,
     log_dir: Path | None = None,
+    on_fault: Sequence[Callable[[], object]] = (),
 ) -> Any:
     """An ``inprocess.Wrapper`` from an :class:`~platform_config.schema.InprocessConfig`.
 
     ``min_world_size``: the RetryController's minimum; ``training.train`` passes the full world size
     when ft_launcher is also on, so a lost rank ends the in-process layer and ft_launcher restarts the
-    whole group at the same world size (deterministic resume).
+    whole group at the same world size (deterministic resume). ``on_fault``: cleanups run on every rank
+    after each fault, before the next iteration (e.g. abandoning async checkpoint saves).
     """
     import torch
     from nvidia_resiliency_ext import inprocess
@@ -166,7 +172,7 @@ def build_wrapper(
         initialize=inprocess.initialize.RetryController(
             max_iterations=ip.max_iterations, min_world_size=min_world_size, min_active_world_size=min_world_size
         ),
-        finalize=_finalize_class()(tracker),
+        finalize=_finalize_class()(tracker, on_fault),
         health_check=inprocess.Compose(*checks),
         monitor_thread_interval=monitor,
         monitor_process_interval=monitor,

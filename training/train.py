@@ -207,8 +207,13 @@ class Runner:
             extra = {"detected_ts": self.tracker.detected_ts} if layer == "inprocess" else {}
             self.events.emit("restart_begin", cause=cause, layer=layer, emit_layer=layer, **extra)
             print(f"[train] rank {self.rank}: {layer} restart #{iteration or ''} after {cause}", flush=True)
-            self.monitor.end_all_sections()
+            if layer == "inprocess":  # the interrupted iteration may have left the monitor stream unusable
+                self.monitor.reconnect()
+            else:
+                self.monitor.end_all_sections()
             self.hooks.reset_step_timing()
+        if call_wrapper is not None:
+            self.monitor.guard = call_wrapper.atomic
         self.entered_ns = entered_ns
         self.hooks.stall.progress()  # (re-)entering counts as progress: a stall from here on gets a stack dump
         reason = self.ledger.escalation()
@@ -312,6 +317,14 @@ class Runner:
         return summary
 
 
+def _abandon_async_saves() -> None:
+    """In-process fault cleanup: abandon NVRx async saves left open by the failed iteration."""
+    from training.checkpoint import abandon_async_saves
+
+    if abandon_async_saves():
+        print(f"[train] rank {os.environ.get('RANK', '?')}: abandoned the failed iteration's async saves", flush=True)
+
+
 def _monitor_log_dir(run_dir: Path) -> Path:
     """Where NVRx's in-process monitor processes write ``inprocess_monitor_<rank>.log``."""
     path = run_dir / "logs"
@@ -385,6 +398,7 @@ def run(args: argparse.Namespace) -> int:
                 min_world_size=min_world,
                 tracker=runner.tracker,
                 log_dir=_monitor_log_dir(args.run_dir),
+                on_fault=[_abandon_async_saves],
             )
             wrap(wrapper, runner)()
         else:

@@ -202,6 +202,26 @@ def test_no_usable_checkpoint_is_an_error_not_a_fresh_start(tmp_path: Path) -> N
     assert _manager(root).load_latest(tiny_app_state(0), allow_fresh_start=True) is None
 
 
+def test_an_abandoned_save_is_never_committed(tmp_path: Path) -> None:
+    """A save given up on the error path must not commit when its write completes later."""
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, "async", write_delay_s=0.3)
+    state = tiny_app_state(0)
+    tiny_train_step(state)
+    mgr.save(1, state)
+    mgr._inflight.abandoned = True  # what close(collective=False) marks for a save it gives up on
+    with pytest.raises(CheckpointWriteError, match="abandoned"):
+        mgr.wait()
+    mgr.close()
+    assert list_committed(root) == []
+
+
+def test_abandon_async_saves_with_nothing_open() -> None:
+    from training.checkpoint import abandon_async_saves
+
+    assert abandon_async_saves() == 0
+
+
 def test_first_run_and_partial_only_start_fresh(tmp_path: Path) -> None:
     root = tmp_path / "ckpt"
     assert _manager(root).load_latest(tiny_app_state(0)) is None  # no directory at all

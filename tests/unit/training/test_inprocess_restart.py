@@ -51,8 +51,12 @@ def fn(call_wrapper):
         return call_wrapper.iteration
     finally:
         dist.destroy_process_group()
-w = build_wrapper(load_config().local.inprocess, port=int(sys.argv[1]), min_world_size=1, tracker=tracker)
-print("result", wrap(w, fn)(), tracker.cause, len(tracker.history))
+cleanups = []
+w = build_wrapper(
+    load_config().local.inprocess, port=int(sys.argv[1]), min_world_size=1, tracker=tracker,
+    on_fault=[lambda: cleanups.append(tracker.cause)],
+)
+print("result", wrap(w, fn)(), tracker.cause, len(tracker.history), "cleanups", cleanups)
 """
 
 
@@ -66,7 +70,8 @@ def test_real_in_process_restart_single_rank() -> None:
         text=True,
         timeout=120,
     )
-    assert "result 1 oom 1" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    # one restart, classified; the on_fault cleanup ran once, after the cause was recorded
+    assert "result 1 oom 1 cleanups ['oom']" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
 def test_apply_process_env_overrides_launcher_values_and_reports_changes() -> None:
