@@ -217,6 +217,8 @@ def abandon_async_saves() -> int:
     live = list(_LIVE_NVRX)
     for nvrx in live:
         nvrx.close(collective=False)
+    if live or nvrx_async_available():
+        _NvrxAsync._reset_write_results()  # even with nothing open: a dying worker may still have put a result
     return len(live)
 
 
@@ -270,34 +272,40 @@ class _NvrxAsync:
         joins the worker without a timeout; on the error path (peers gone, group aborted by the in-process
         layer) that blocked the rank until the Wrapper's hard timeout killed it (seen on 2 x H200).
         """
-        _LIVE_NVRX.discard(self)
         if collective:
+            _LIVE_NVRX.discard(self)
             self.queue.close()
             return
+        # Ordered so that an interruption anywhere (NVRx raises its restart exception into this thread) leaves
+        # nothing that finalizes collectively on garbage collection, and the finalize hook can finish the job:
+        # the queue forgets its caller first, the worker dies next, this path leaves the live set last.
         caller = getattr(self.queue, "persistent_caller", None)
+        self.queue.persistent_caller = None
+        self.queue.async_calls.clear()
         process = getattr(caller, "process", None)
         if process is not None:
             process.kill()
             process.join(timeout=10)
             caller.process = None
-        self.queue.async_calls.clear()
-        self.queue.persistent_caller = None
-        self._drain_write_results()
+        self._reset_write_results()
+        _LIVE_NVRX.discard(self)
 
     @staticmethod
-    def _drain_write_results() -> None:
-        """Empty NVRx's process-wide write-results queue.
+    def _reset_write_results() -> None:
+        """Replace NVRx's process-wide write-results queue by a fresh one (created by the next save).
 
         ``FileSystemWriterAsync`` hands results over through one module-level queue and every finalize takes
-        the *oldest* entry. A result left there by an abandoned save would be taken by the next save's
-        finalize, whose ``.metadata`` then points at the wrong bytes (seen on 2 x H200 after an in-process
-        restart: a committed, checksummed checkpoint that failed to unpickle).
+        the *oldest* entry. A result of an abandoned save - already queued, or put by a worker that was dying
+        while it was drained - would be taken by the next save's finalize, whose ``.metadata`` then points at
+        the wrong bytes (seen on 2 x H200 after in-process restarts: a checksummed checkpoint that failed to
+        unpickle, and later a commit refused by :func:`storage_layout_error`).
         """
         import queue
 
         from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
 
         results = getattr(filesystem_async, "_results_queue", None)
+        filesystem_async._results_queue = None
         dropped = 0
         while results is not None:
             try:

@@ -170,7 +170,7 @@ def test_layout_check_names_unlisted_and_unreadable_files(tmp_path: Path) -> Non
     assert (storage_layout_error(ckpt) or "").startswith("unreadable .metadata")
 
 
-def test_abandoning_nvrx_async_drops_stale_write_results(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_abandoning_nvrx_async_replaces_the_write_results_queue(monkeypatch: pytest.MonkeyPatch) -> None:
     """NVRx hands write results over through one module-level queue (checked to exist in the installed
     NVRx); results of an abandoned save must not reach the next save's finalize."""
     from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
@@ -182,10 +182,10 @@ def test_abandoning_nvrx_async_drops_stale_write_results(monkeypatch: pytest.Mon
     stale.put({"0": ["write results of an abandoned save"]})
     stale.put({"0": ["another"]})
     monkeypatch.setattr(filesystem_async, "_results_queue", stale)
-    _NvrxAsync._drain_write_results()
+    _NvrxAsync._reset_write_results()
     assert stale.empty()
-    monkeypatch.setattr(filesystem_async, "_results_queue", None)
-    _NvrxAsync._drain_write_results()  # no queue yet: nothing to do
+    assert filesystem_async._results_queue is None  # the next save creates a fresh one: late puts go nowhere
+    _NvrxAsync._reset_write_results()  # no queue yet: nothing to do
 
 
 def test_no_usable_checkpoint_is_an_error_not_a_fresh_start(tmp_path: Path) -> None:
