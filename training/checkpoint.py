@@ -29,7 +29,6 @@ import re
 import shutil
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,8 +202,9 @@ def _warm_up_worker() -> None:
     """No-op run by NVRx's persistent async worker to start it ahead of the first save."""
 
 
-#: Every NVRx async path not closed yet (see :func:`abandon_async_saves`).
-_LIVE_NVRX: weakref.WeakSet[_NvrxAsync] = weakref.WeakSet()
+#: Every NVRx async path not closed yet (see :func:`abandon_async_saves`). Strong references on purpose: an
+#: abandoned queue collected before its worker is reaped would finalize collectively in ``__del__``.
+_LIVE_NVRX: set[_NvrxAsync] = set()
 
 
 def abandon_async_saves() -> int:
@@ -230,6 +230,8 @@ class _NvrxAsync:
 
         self._core = core
         self.queue = core.AsyncCallsQueue(persistent=True)
+        #: Callers taken off the queue whose worker is not reaped yet (kept referenced: see :meth:`close`).
+        self._dying: list[Any] = []
         _LIVE_NVRX.add(self)
         # The persistent worker is a "spawn" process: starting it (a fresh interpreter importing torch and
         # initialising CUDA) took 8-10 s on an H200. Start it now with a no-op request, so that cost overlaps
@@ -276,17 +278,27 @@ class _NvrxAsync:
             _LIVE_NVRX.discard(self)
             self.queue.close()
             return
-        # Ordered so that an interruption anywhere (NVRx raises its restart exception into this thread) leaves
-        # nothing that finalizes collectively on garbage collection, and the finalize hook can finish the job:
-        # the queue forgets its caller first, the worker dies next, this path leaves the live set last.
-        caller = getattr(self.queue, "persistent_caller", None)
+        # Written so that an interruption anywhere (NVRx raises its restart exception into this thread, and
+        # keeps raising while the thread unwinds) leaves nothing that finalizes collectively on garbage
+        # collection, and a second call (the in-process finalize hook) completes the job:
+        # - a ``PersistentAsyncCaller`` whose ``process`` is still set runs a graceful close in ``__del__``
+        #   (put "DONE", then join the queue): with its worker killed that never returns (seen on 2 x H200),
+        #   so the caller stays referenced in ``_dying`` until its process is reaped and cleared;
+        # - the queue forgets its caller and requests, so its own ``__del__`` finalizes nothing;
+        # - this path leaves the live set last.
+        caller = self.queue.persistent_caller
+        if caller is not None and caller not in self._dying:
+            self._dying.append(caller)
         self.queue.persistent_caller = None
         self.queue.async_calls.clear()
-        process = getattr(caller, "process", None)
-        if process is not None:
-            process.kill()
-            process.join(timeout=10)
-            caller.process = None
+        while self._dying:
+            caller = self._dying[0]
+            process = getattr(caller, "process", None)
+            if process is not None:
+                process.kill()
+                process.join(timeout=10)
+                caller.process = None
+            self._dying.pop(0)
         self._reset_write_results()
         _LIVE_NVRX.discard(self)
 

@@ -58,7 +58,12 @@ class FtMonitor:
         self.client.init_workload_monitoring()
 
     def reconnect(self) -> None:
-        """A fresh connection to the rank monitor, keeping the client state (after an in-process restart)."""
+        """A fresh connection to the rank monitor, keeping the client state.
+
+        Only after a failed send: NVRx 0.7.0's rank monitor counts a lost connection as the start of an
+        in-job restart and aborts for good (every later worker of that rank is refused) when a second loss
+        comes before any message on the new connection.
+        """
         if self.client is None:
             return
         with contextlib.suppress(Exception):
@@ -69,10 +74,20 @@ class FtMonitor:
         self._open.clear()
         self.start()
 
+    def _send(self, method: str, *args: Any, retry: bool = True) -> None:
+        """One message to the rank monitor under :attr:`guard`; a broken stream is reconnected once."""
+        with self.guard():
+            try:
+                getattr(self.client, method)(*args)
+            except Exception as err:  # RankMonitorClientError: e.g. EPIPE after the monitor dropped us
+                log.warning("ft_monitor: %s failed (%s); reconnecting to the rank monitor", method, err)
+                self.reconnect()
+                if retry:
+                    getattr(self.client, method)(*args)
+
     def heartbeat(self, step: int) -> None:
         if self.client is not None:
-            with self.guard():
-                self.client.send_heartbeat()
+            self._send("send_heartbeat")
 
     @contextlib.contextmanager
     def section(self, name: str) -> Iterator[None]:
@@ -80,22 +95,21 @@ class FtMonitor:
         if self.client is None or name not in SECTIONS or name in self._open:
             yield
             return
-        with self.guard():
-            self.client.start_section(name)
+        self._send("start_section", name)
         self._open.add(name)
         try:
             yield
         except BaseException:
             # Unguarded: while NVRx terminates an iteration the guard would spin, and NVRx keeps raising its
-            # restart exception into code that runs meanwhile. A message cut short here is repaired by the
-            # reconnect on in-process re-entry (otherwise the process exits).
+            # restart exception into code that runs meanwhile. A message cut short here breaks the stream; the
+            # next send reconnects (:meth:`_send`), or the process exits.
             self._open.discard(name)
             with contextlib.suppress(Exception):
                 self.client.end_section(name)
             raise
-        self._open.discard(name)
-        with self.guard():
-            self.client.end_section(name)
+        if name in self._open:  # (a reconnect meanwhile closed every section)
+            self._open.discard(name)
+            self._send("end_section", name, retry=False)
 
     def end_all_sections(self) -> None:
         """Close open sections (after an in-process restart interrupted them)."""

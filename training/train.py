@@ -207,10 +207,7 @@ class Runner:
             extra = {"detected_ts": self.tracker.detected_ts} if layer == "inprocess" else {}
             self.events.emit("restart_begin", cause=cause, layer=layer, emit_layer=layer, **extra)
             print(f"[train] rank {self.rank}: {layer} restart #{iteration or ''} after {cause}", flush=True)
-            if layer == "inprocess":  # the interrupted iteration may have left the monitor stream unusable
-                self.monitor.reconnect()
-            else:
-                self.monitor.end_all_sections()
+            self.monitor.end_all_sections()
             self.hooks.reset_step_timing()
         if call_wrapper is not None:
             self.monitor.guard = call_wrapper.atomic

@@ -335,3 +335,48 @@ def test_describe_names_the_os_error_inside_dcp_wrappers() -> None:
     assert _describe(text_only).startswith("ENOSPC: No space left on device (RuntimeError")
     other = DcpError("save failed", {0: (ValueError("bad plan"), None)})
     assert _describe(other) == "ValueError: bad plan"
+
+
+NVRX_ABANDON_SCRIPT = """
+import gc, sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
+from training.checkpoint import _NvrxAsync, abandon_async_saves
+nvrx = _NvrxAsync()  # real NVRx queue + spawned persistent worker (no CUDA needed until a save)
+caller = nvrx.queue.persistent_caller
+deadline = time.time() + 60
+while not caller.process.is_alive() and time.time() < deadline:
+    time.sleep(0.1)
+worker = caller.process
+# What an interrupted close(collective=False) leaves: the caller off the queue and its worker killed, but its
+# ``process`` still set. NVRx's PersistentAsyncCaller.__del__ would then wait forever for the dead worker.
+nvrx._dying.append(caller)
+nvrx.queue.persistent_caller = None
+worker.kill()
+worker.join()
+del caller
+print("abandoned", abandon_async_saves(), flush=True)  # the in-process finalize hook finishes the job
+del nvrx
+gc.collect()
+print("collected; worker alive:", worker.is_alive(), flush=True)
+"""
+
+
+def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
+    import subprocess
+    import sys
+
+    from tests.helpers.training_runs import REPO_ROOT, free_port
+    from tests.helpers.training_runs import test_env as child_env
+
+    proc = subprocess.run(
+        [sys.executable, "-c", NVRX_ABANDON_SCRIPT, str(free_port())],
+        cwd=REPO_ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "abandoned 1" in proc.stdout
+    assert "collected; worker alive: False" in proc.stdout
