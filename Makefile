@@ -17,6 +17,9 @@ export PYTHONWARNINGS := ignore:The pynvml package is deprecated:FutureWarning
 ENV ?= default
 MODE ?= inprocess-ft
 DEMO_DIR ?= runs/demo
+# pytest-xdist workers for `make test`: the integration tests mostly wait on real timeouts and restarts, so two
+# workers on a 2-core machine cut the suite by about a quarter (three were slower: CPU contention).
+TEST_WORKERS ?= 2
 
 .PHONY: setup synth demo test lint submit bench clean
 
@@ -34,7 +37,7 @@ demo: synth
 test: setup
 	ruff check .
 	ruff format --check .
-	python -m pytest
+	python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	ruff check .
