@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +29,16 @@ SECTIONS = ("setup", "step", "checkpoint")
 def under_ft_launcher() -> bool:
     """True when this process was started by ft_launcher (it has a rank-monitor socket)."""
     return bool(os.environ.get(IPC_ENV))
+
+
+def _stream_broken(err: BaseException) -> bool:
+    """True if ``err`` (NVRx wraps the cause as ``__context__``) says the monitor connection is unusable."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, (OSError, EOFError, pickle.UnpicklingError)) or "Unexpected reply" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class FtMonitor:
@@ -79,7 +90,9 @@ class FtMonitor:
         with self.guard():
             try:
                 getattr(self.client, method)(*args)
-            except Exception as err:  # RankMonitorClientError: e.g. EPIPE after the monitor dropped us
+            except Exception as err:
+                if not _stream_broken(err):
+                    raise
                 log.warning("ft_monitor: %s failed (%s); reconnecting to the rank monitor", method, err)
                 self.reconnect()
                 if retry:
