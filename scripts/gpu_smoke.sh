@@ -3,7 +3,8 @@
 #   scripts/gpu_smoke.sh OUT_DIR
 # Run 1 (inprocess-ft): exception -> in-process, hang -> in-process, sigkill -> ft_launcher.
 # Run 2 (inprocess-ft): comm (broken collective) -> in-process, oom (CUDA OutOfMemoryError) -> in-process.
-# SMOKE_SPECS="name:faults ..." replaces these runs. Each run ends with the goodput report; logs and
+# SMOKE_SPECS="name:faults ..." replaces these runs; SMOKE_STEPS (120) and SMOKE_RUN_TIMEOUT (300 s) bound each
+# run. Each run ends with the goodput report; logs and
 # report.json land in OUT_DIR.
 set -uo pipefail
 out="${1:?usage: gpu_smoke.sh OUT_DIR}"
@@ -20,8 +21,10 @@ rc=0
 specs=${SMOKE_SPECS:-"smoke1:exception@40:1,hang@70:0,sigkill@110:1 smoke2:comm@40:1,oom@80:0"}
 for spec in $specs; do
   name=${spec%%:*}; faults=${spec#*:}
-  python3 -m training.local --run-dir "/tmp/$name" --fresh --nproc "$nproc" --steps 120 --faults "$faults" \
-    2>&1 | tee "$out/$name.log" || rc=1
+  # Bounded per run (not by wrapping this script in `timeout`, which loses the logs of the run it cuts off).
+  timeout -k 10 "${SMOKE_RUN_TIMEOUT:-300}" python3 -m training.local --run-dir "/tmp/$name" --fresh --nproc "$nproc" \
+    --steps "${SMOKE_STEPS:-120}" --faults "$faults" 2>&1 | tee "$out/$name.log" || rc=1
+  pkill -9 -f -- "training.train --run-dir /tmp/$name " 2>/dev/null  # a timed-out run's launcher and workers
   python3 -m training.report "/tmp/$name" > "$out/$name.report.txt" 2>&1 || rc=1
   cp "/tmp/$name/report.json" "$out/$name.report.json" 2>/dev/null
   cp "/tmp/$name/launcher.log" "$out/$name.launcher.log" 2>/dev/null
