@@ -147,6 +147,24 @@ def shell_join(argv: list[str]) -> str:
     return " ".join(out)
 
 
+def launch_event_argv(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology, launcher: str) -> list[str]:
+    """``python -m training.events launch ...``: the ``launch`` event that starts the run's wall clock."""
+    return [
+        "python",
+        "-m",
+        "training.events",
+        "launch",
+        "--run-dir",
+        run_dir(cfg, mode),
+        "--launcher",
+        launcher,
+        "--nproc",
+        str(topology.nproc_per_node),
+        "--mode",
+        mode.value,
+    ]
+
+
 def supervisor_script(
     cfg: ProjectConfig,
     mode: RecoveryMode,
@@ -168,6 +186,9 @@ def supervisor_script(
             'if [ "$GROUP_RANK" = 0 ]; then RDZV_IS_HOST=true; else RDZV_IS_HOST=false; fi',
             f"mkdir -p {shlex.quote(run_dir(cfg, mode))}",
             f'echo "[supervisor] node {NODE_INDEX} of {topology.nodes}: {argv[0]} ({mode.value})"',
+            # The run's wall clock starts here (goodput counts pod start-up); not fatal if the log is not writable.
+            shell_join(launch_event_argv(cfg, mode, topology, argv[0]))
+            + ' || echo "[supervisor] warning: could not record the launch event"',
             f"{shell_join(argv)} &",
             "launcher=$!",
             """trap 'kill -TERM "$launcher" 2>/dev/null' TERM INT""",

@@ -104,3 +104,31 @@ def read_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return sorted(events, key=lambda e: e["ts"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m training.events launch --run-dir DIR --launcher NAME --nproc N --mode MODE``.
+
+    Records the ``launch`` event (job layer, rank -1) that starts the run's wall clock; the training pod's
+    supervisor runs it before the launcher, so pod start-up counts against goodput (``training.local`` emits it
+    itself).
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="training.events", description=main.__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    launch = sub.add_parser("launch", help="record that a launcher is starting workers")
+    launch.add_argument("--run-dir", type=Path, required=True)
+    launch.add_argument("--launcher", required=True)
+    launch.add_argument("--nproc", type=int, required=True)
+    launch.add_argument("--mode", required=True)
+    args = parser.parse_args(argv)
+    node = os.environ.get("GROUP_RANK")
+    EventLog(args.run_dir).emit(
+        "launch", launcher=args.launcher, nproc=args.nproc, mode=args.mode, node=int(node) if node else None
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -133,3 +133,29 @@ def test_worker_script_marks_only_the_unrecoverable_code_and_stops_the_launcher(
     # the unrecoverable code: marker written and the launcher (the parent) told to stop before it can restart
     assert _as_child(fake) == (code, "TERM") and marker.read_text().strip() == str(code)
     assert shlex.quote(str(marker)) in script
+
+
+@pytest.mark.parametrize("mode", [RecoveryMode.INPROCESS_FT, RecoveryMode.K8S_ONLY])
+def test_supervisor_records_the_launch_event_before_the_launcher(tmp_path, cfg, mode):
+    """The pod's start counts against goodput: the supervisor runs ``training.events launch`` (for real, here
+    with the run directory redirected) before it starts the launcher."""
+    import os
+
+    from tests.helpers.training_runs import REPO_ROOT
+    from training.events import read_events
+
+    topology = Topology.from_config(cfg)
+    script = lc.supervisor_script(cfg, mode, topology)
+    argv = lc.launch_event_argv(cfg, mode, topology, lc.launcher_args(cfg, mode, topology)[0])
+    line = lc.shell_join(argv)
+    assert line in script
+    assert script.index(line) < script.index(lc.shell_join(lc.launch_argv(cfg, mode, topology)))
+    local = [sys.executable, *argv[1:]]
+    local[local.index("--run-dir") + 1] = str(tmp_path)
+    env = {**os.environ, "GROUP_RANK": "1", "JOB_ATTEMPT": "2", "PYTHONPATH": str(REPO_ROOT)}
+    subprocess.run(local, cwd=REPO_ROOT, env=env, check=True, timeout=60)
+    (event,) = read_events(tmp_path)
+    assert event["event"] == "launch" and event["layer"] == "job" and event["rank"] == -1
+    got = (event["node"], event["attempt"], event["nproc"], event["mode"])
+    assert got == (1, 2, topology.nproc_per_node, mode.value)
+    assert event["launcher"] == ("ft_launcher" if MODE_LAYERS[mode].ft_launcher else "torchrun")
