@@ -76,16 +76,25 @@ def destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
+def abort_communicators() -> bool:
+    """Abort every NCCL communicator of the default group (pending collectives fail; the group object stays).
+
+    Returns False, doing nothing, without a group or on gloo (which has no abort). The one use of torch's
+    private ``_abort_process_group``.
+    """
+    if not dist.is_initialized() or dist.get_backend() != "nccl":
+        return False
+    dist.distributed_c10d._abort_process_group()
+    return True
+
+
 def abort_process_group() -> None:
     """Abort the default group's NCCL communicators (pending collectives fail), then destroy the group.
 
     Unlike a plain destroy this does not wait for in-flight collectives. gloo has no abort: destroy only.
     """
-    if not dist.is_initialized():
-        return
-    if dist.get_backend() == "nccl":
-        dist.distributed_c10d._abort_process_group()
-    dist.destroy_process_group()
+    abort_communicators()
+    destroy_process_group()
 
 
 def set_determinism(seed: int) -> None:

@@ -250,14 +250,13 @@ def fire(kind: str, step: int, rank: int) -> None:
         except RuntimeError as err:  # torch.cuda.OutOfMemoryError is a RuntimeError too
             raise InjectedFault(kind, step, rank, f"{type(err).__name__}: {str(err).splitlines()[0]}") from err
     if kind == "comm":
-        import torch.distributed as dist
+        from training import distributed
 
-        if dist.is_available() and dist.is_initialized():
-            with contextlib.suppress(Exception):
-                if dist.get_backend() == "nccl":  # a broken link: the communicator dies, the group object stays
-                    dist.distributed_c10d._abort_process_group()
-                else:  # gloo has no abort: closing the group's connections is what peers see
-                    dist.destroy_process_group()
+        with contextlib.suppress(Exception):
+            # NCCL: a broken link, the communicators die and the group object stays; gloo has no abort, so
+            # closing the group's connections is what peers see.
+            if not distributed.abort_communicators():
+                distributed.destroy_process_group()
         raise InjectedFault(kind, step, rank, "process group broken; peers' collectives fail")
     raise ValueError(f"unknown fault kind {kind!r}")
 

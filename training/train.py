@@ -368,9 +368,11 @@ def run(args: argparse.Namespace) -> int:
     cfg, mode = resolve_config(args)
     layers = MODE_LAYERS[mode]
     if layers.inprocess:
-        for name, (old, new) in apply_process_env().items():
-            if old is not None and int(os.environ.get("RANK", "0")) == 0:
-                print(f"[train] in-process layer: {name}={new} (was {old})", flush=True)
+        changed = apply_process_env()
+        if int(os.environ.get("RANK", "0")) == 0:
+            for name, (old, new) in changed.items():
+                if old is not None:
+                    print(f"[train] in-process layer: {name}={new} (was {old})", flush=True)
     runner = Runner(cfg, args, mode)
     unrecoverable = cfg.ft.unrecoverable_exit_code
     for f in timeout_check.check_static(cfg, inprocess=layers.inprocess, ft_launcher=layers.ft_launcher):
