@@ -369,6 +369,11 @@ class CheckpointConfig(_Strict):
     keep_last: int = Field(default=3, ge=1)
     #: Root directory for checkpoints; None = ``<run_dir>/checkpoints`` locally, the FSx mount on Kubernetes.
     dir: str | None = None
+    #: How NVRx's async path (CUDA only) hands GPU tensors to its writer process: ``cuda-ipc`` (NVRx's
+    #: default: CUDA IPC handles, copied to host in the worker), ``cpu-shm`` (the trainer copies into shared
+    #: host memory; no CUDA in the worker); ``-cached`` reuses handles/buffers across saves. See
+    #: docs/benchmarks.md for the measured stall of each.
+    nvrx_staging: Literal["cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"] = "cuda-ipc"
 
 
 class InprocessConfig(_Strict):

@@ -23,6 +23,7 @@ import contextlib
 import datetime
 import errno
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -206,6 +207,26 @@ def _warm_up_worker() -> None:
 #: abandoned queue collected before its worker is reaped would finalize collectively in ``__del__``.
 _LIVE_NVRX: set[_NvrxAsync] = set()
 
+#: At most one idle NVRx writer process (``(staging, PersistentAsyncCaller)``) kept when its queue was abandoned,
+#: for the next :class:`_NvrxAsync` of this process: starting a fresh one (a spawned interpreter that imports
+#: torch and initialises CUDA) stalled the first save after every in-process restart by ~5 s on an H200.
+_SPARE_WORKER: list[tuple[str, Any]] = []
+
+
+def _take_spare_worker(staging: str) -> Any | None:
+    """The parked writer if it is alive and was started for ``staging``; anything else is stopped."""
+    if not _SPARE_WORKER:
+        return None
+    kept, caller = _SPARE_WORKER.pop()
+    process = getattr(caller, "process", None)
+    if kept == staging and process is not None and process.is_alive():
+        return caller
+    if process is not None:
+        process.kill()
+        process.join(timeout=10)
+        caller.process = None
+    return None
+
 
 def abandon_async_saves() -> int:
     """Abandon every NVRx async save of this process without collectives; returns how many paths were open.
@@ -222,22 +243,65 @@ def abandon_async_saves() -> int:
     return len(live)
 
 
-class _NvrxAsync:
-    """The NVRx async DCP path (CUDA only), wrapping the API differences of NVRx 0.4.x-0.7.x."""
+#: How NVRx's async path stages GPU tensors (``checkpoint.nvrx_staging``).
+NvrxStaging = Literal["cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"]
 
-    def __init__(self) -> None:
+
+class _NvrxAsync:
+    """The NVRx async DCP path (CUDA only), wrapping the API differences of NVRx 0.4.x-0.7.x.
+
+    ``staging``: ``cuda-ipc`` sends CUDA IPC handles and the worker copies to host (NVRx's default);
+    ``cpu-shm`` copies into shared host memory in the trainer, so the worker needs no CUDA; ``-cached``
+    reuses the handles (or shm buffers) across saves of the same layout. The non-default modes need NVRx 0.7.
+    """
+
+    def __init__(self, staging: NvrxStaging = "cuda-ipc") -> None:
         from nvidia_resiliency_ext.checkpointing.async_ckpt import core
 
         self._core = core
-        self.queue = core.AsyncCallsQueue(persistent=True)
+        self.staging = staging
+        self._writer_kwargs: dict[str, bool] = {}
+        queue_kwargs: dict[str, bool] = {}
+        if staging != "cuda-ipc":
+            if "cpu_shm_mode" not in inspect.signature(core.AsyncCallsQueue.__init__).parameters:
+                raise CheckpointError(f"checkpoint.nvrx_staging={staging!r} needs NVRx >= 0.7; use 'cuda-ipc'")
+            if staging.startswith("cpu-shm"):
+                queue_kwargs["cpu_shm_mode"] = True
+                self._writer_kwargs["use_cpu_shm_for_gpu_tensors"] = True
+            if staging.endswith("-cached"):
+                self._writer_kwargs["use_cached_data_structure"] = True
+        self.queue = core.AsyncCallsQueue(persistent=True, **queue_kwargs)
         #: Callers taken off the queue whose worker is not reaped yet (kept referenced: see :meth:`close`).
         self._dying: list[Any] = []
+        #: True while a request is being handed to the worker (it may be busy though no call is queued yet).
+        self._scheduling = False
         _LIVE_NVRX.add(self)
+        spare = _take_spare_worker(staging)
+        #: Whether this path reuses the idle writer of an abandoned one (an in-process restart).
+        self.reused_worker = spare is not None
+        if spare is not None:
+            self.queue.persistent_caller = spare
+            print(f"[checkpoint] reusing the idle NVRx writer process (pid {spare.process.pid})", flush=True)
+            # The writer may cache tensors of the failed iteration (``-cached`` staging): make the next save
+            # send this iteration's tensors, as NVRx does itself for a fresh worker.
+            for callback in getattr(core.PersistentAsyncCaller, "_worker_restart_callbacks", ()):
+                callback()
         # The persistent worker is a "spawn" process: starting it (a fresh interpreter importing torch and
-        # initialising CUDA) took 8-10 s on an H200. Start it now with a no-op request, so that cost overlaps
+        # initialising CUDA) took 5-10 s on an H200. Start it now with a no-op request, so that cost overlaps
         # setup and the first training steps instead of stalling the first save (seen tripping timeouts).
+        # Scheduled on a reused worker too: every rank must hand over the same sequence of requests, because
+        # NVRx finalizes collectively and checks that the call indices match across ranks.
         warm_up = core.AsyncRequest(async_fn=_warm_up_worker, async_fn_args=(), finalize_fns=[])
-        self.queue.schedule_async_request(warm_up)
+        self._schedule(warm_up)
+
+    def _schedule(self, request: Any) -> None:
+        self._scheduling = True
+        self.queue.schedule_async_request(request)
+        self._scheduling = False
+
+    def pending(self) -> int:
+        """Requests handed to the worker and not finalized yet (the same on every rank)."""
+        return int(self.queue.get_num_unfinalized_calls())
 
     def schedule(self, state_dict: dict[str, Any], path: Path, finalize: Callable[[], None]) -> None:
         from nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async import FileSystemWriterAsync
@@ -246,7 +310,7 @@ class _NvrxAsync:
             save_state_dict_async_plan,
         )
 
-        writer = FileSystemWriterAsync(path)
+        writer = FileSystemWriterAsync(path, **self._writer_kwargs)
         writer, metadata, dist_wrapper = save_state_dict_async_plan(state_dict, writer)[:3]
         parts = writer.get_save_function_and_args()
         # 0.4.x-0.7.x: (save_fn, preload_fn, args); older releases: (save_fn, args).
@@ -260,7 +324,7 @@ class _NvrxAsync:
         kwargs: dict[str, Any] = {"async_fn": save_fn, "async_fn_args": args, "finalize_fns": [finalize_all]}
         if "preload_fn" in fields and preload_fn is not None:
             kwargs["preload_fn"] = preload_fn
-        self.queue.schedule_async_request(self._core.AsyncRequest(**kwargs))
+        self._schedule(self._core.AsyncRequest(**kwargs))
 
     def finalize(self, blocking: bool) -> bool:
         """Run finalize fns of finished requests (collective); True when nothing is in flight."""
@@ -287,6 +351,13 @@ class _NvrxAsync:
         # - the queue forgets its caller and requests, so its own ``__del__`` finalizes nothing;
         # - this path leaves the live set last.
         caller = self.queue.persistent_caller
+        if caller is not None and self._idle(caller):
+            # Nothing in flight (every request finalized, so nothing left in its completion queue): keep the
+            # writer for the next iteration instead of paying for a fresh one.
+            self.queue.persistent_caller = None
+            _take_spare_worker("")  # stops an older spare, if any
+            _SPARE_WORKER.append((self.staging, caller))
+            caller = None
         if caller is not None and caller not in self._dying:
             self._dying.append(caller)
         self.queue.persistent_caller = None
@@ -301,6 +372,17 @@ class _NvrxAsync:
             self._dying.pop(0)
         self._reset_write_results()
         _LIVE_NVRX.discard(self)
+
+    def _idle(self, caller: Any) -> bool:
+        """The writer finished and every request was finalized: it waits for the next one, holding nothing."""
+        process = getattr(caller, "process", None)
+        return (
+            not self._scheduling
+            and not self.queue.async_calls
+            and getattr(caller, "cur_item", None) is None
+            and process is not None
+            and process.is_alive()
+        )
 
     @staticmethod
     def _reset_write_results() -> None:
@@ -367,6 +449,7 @@ class CheckpointManager:
         world_size: int,
         *,
         write_delay_s: float | None = None,
+        nvrx_staging: NvrxStaging = "cuda-ipc",
     ) -> None:
         if mode not in ("sync", "async"):
             raise ValueError(f"checkpoint mode must be 'sync' or 'async', got {mode!r}")
@@ -385,8 +468,8 @@ class CheckpointManager:
         if mode == "sync":
             self.backend = "dcp.save"
         elif nvrx_async_available():
-            self.backend = "nvrx.FileSystemWriterAsync"
-            self._nvrx = _NvrxAsync()
+            self.backend = f"nvrx.FileSystemWriterAsync ({nvrx_staging})"
+            self._nvrx = _NvrxAsync(nvrx_staging)
         else:
             self.backend = "torch.dcp.async_save"
         self.notice = ""
@@ -584,7 +667,9 @@ class CheckpointManager:
 
     def maybe_finalize(self) -> None:
         """Non-blocking poll (call every step on every rank): finalizes a finished async save."""
-        if self._nvrx is not None and self._inflight is not None:
+        # Also while only the warm-up request is pending (the same on every rank): finalizing it early makes the
+        # writer idle, and so reusable after an in-process restart.
+        if self._nvrx is not None and (self._inflight is not None or self._nvrx.pending()):
             self._nvrx.finalize(blocking=False)
         if self._inflight is not None and self._inflight.done.is_set() and self._inflight.error is None:
             self._inflight = None

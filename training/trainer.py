@@ -129,7 +129,13 @@ class Trainer:
             )
             root = Path(self.cfg.checkpoint.dir) if self.cfg.checkpoint.dir else self.run_dir / "checkpoints"
             self.ckpt = CheckpointManager(
-                root, self.checkpoint_mode, self.cfg.checkpoint.keep_last, self.events, self.rank, self.world_size
+                root,
+                self.checkpoint_mode,
+                self.cfg.checkpoint.keep_last,
+                self.events,
+                self.rank,
+                self.world_size,
+                nvrx_staging=self.cfg.checkpoint.nvrx_staging,
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
 

@@ -39,6 +39,7 @@ def test_defaults_are_valid_and_documented_values() -> None:
         ({"job": {"inprocess_store_port": 29500}}, "job", "must differ from rendezvous_port"),
         ({"job": {"mode": "magic"}}, "job.mode", "sync-ckpt"),
         ({"faults": {"schedule": "explode@3"}}, "faults.schedule", "kind@step[:rank]"),
+        ({"checkpoint": {"nvrx_staging": "gds"}}, "checkpoint.nvrx_staging", "'cpu-shm-cached'"),
         ({"aws": {"region": "us-west-2", "availability_zone": "us-east-1a"}}, "aws", "not an AZ of region"),
         ({"aws": {"account": "12345"}}, "aws.account", "12-digit"),
         ({"cluster": {"endpoint_access": "public", "public_access_cidrs": []}}, "cluster", "public_access_cidrs"),

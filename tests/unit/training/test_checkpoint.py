@@ -362,7 +362,8 @@ print("collected; worker alive:", worker.is_alive(), flush=True)
 """
 
 
-def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
+def _run_nvrx_script(script: str, timeout_s: float) -> str:
+    """Run ``script`` (a one-rank gloo group on a free port) in a fresh interpreter; return its stdout."""
     import subprocess
     import sys
 
@@ -370,13 +371,80 @@ def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
     from tests.helpers.training_runs import test_env as child_env
 
     proc = subprocess.run(
-        [sys.executable, "-c", NVRX_ABANDON_SCRIPT, str(free_port())],
+        [sys.executable, "-c", script, str(free_port())],
         cwd=REPO_ROOT,
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=timeout_s,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "abandoned 1" in proc.stdout
-    assert "collected; worker alive: False" in proc.stdout
+    return proc.stdout
+
+
+def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
+    out = _run_nvrx_script(NVRX_ABANDON_SCRIPT, timeout_s=90)
+    assert "abandoned 1" in out
+    assert "collected; worker alive: False" in out
+
+
+NVRX_REUSE_SCRIPT = """
+import sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
+from training import checkpoint
+from training.checkpoint import _NvrxAsync, abandon_async_saves
+
+def drain(nvrx):  # finalize what finished, without the CUDA all_reduce NVRx uses across ranks
+    nvrx.queue.maybe_finalize_async_calls(blocking=True, no_dist=True)
+
+first = _NvrxAsync()  # real NVRx queue; its warm-up request spawns the persistent worker
+drain(first)
+worker = first.queue.persistent_caller.process
+abandon_async_saves()  # an in-process restart with nothing in flight: the idle writer is kept
+print("parked", len(checkpoint._SPARE_WORKER), worker.is_alive(), flush=True)
+second = _NvrxAsync()
+print("reused", second.reused_worker, second.queue.persistent_caller.process.pid == worker.pid, flush=True)
+drain(second)  # the reused writer serves requests (here its warm-up)
+print("served", second.pending(), flush=True)
+busy = second._core.AsyncRequest(async_fn=time.sleep, async_fn_args=(30,), finalize_fns=[])
+second._schedule(busy)  # a write in flight at the fault: that writer must not be reused
+abandon_async_saves()
+worker.join(timeout=10)
+print("busy writer stopped", not worker.is_alive(), len(checkpoint._SPARE_WORKER), flush=True)
+third = _NvrxAsync()
+print("fresh", not third.reused_worker, flush=True)
+drain(third)
+third.close()
+"""
+
+
+def test_an_idle_nvrx_writer_is_reused_after_an_abandon_and_a_busy_one_is_not() -> None:
+    """An in-process restart keeps the idle persistent writer (a fresh one stalled the next save ~5 s on an
+    H200), but never one that may still be writing for the failed iteration."""
+    lines = _run_nvrx_script(NVRX_REUSE_SCRIPT, timeout_s=120).splitlines()
+    assert "parked 1 True" in lines
+    assert "reused True True" in lines
+    assert "served 0" in lines
+    assert "busy writer stopped True 0" in lines
+    assert "fresh True" in lines
+
+
+def test_nvrx_staging_modes_need_an_nvrx_that_has_them() -> None:
+    """``checkpoint.nvrx_staging`` other than NVRx's default either configures NVRx (0.7+) or fails clearly."""
+    import inspect
+
+    from nvidia_resiliency_ext.checkpointing.async_ckpt import core
+
+    from training.checkpoint import CheckpointError, _NvrxAsync
+
+    if "cpu_shm_mode" in inspect.signature(core.AsyncCallsQueue.__init__).parameters:
+        nvrx = _NvrxAsync("cpu-shm-cached")
+        try:
+            assert nvrx.queue.cpu_shm_mode
+            assert nvrx._writer_kwargs == {"use_cpu_shm_for_gpu_tensors": True, "use_cached_data_structure": True}
+        finally:
+            nvrx.close(collective=False)
+    else:
+        with pytest.raises(CheckpointError, match=r"needs NVRx >= 0\.7"):
+            _NvrxAsync("cpu-shm")
