@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# GPU benchmarks (CUDA machine with NVRx 0.7.0): recovery time per layer, then checkpoint overhead.
-#   scripts/gpu_bench.sh OUT_DIR [recovery|ckpt|all]
+# GPU benchmarks (CUDA machine with NVRx 0.7.0): recovery time per layer, checkpoint efficiency (1B model, an
+# interval long enough for the write to finish before the next save), and the stall of each NVRx staging mode.
+#   scripts/gpu_bench.sh OUT_DIR [recovery|ckpt|staging|all]
 set -uo pipefail
-out="${1:?usage: gpu_bench.sh OUT_DIR [recovery|ckpt|all]}"; what="${2:-all}"
+out="${1:?usage: gpu_bench.sh OUT_DIR [recovery|ckpt|staging|all]}"; what="${2:-all}"
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
 rc=0
@@ -12,8 +13,14 @@ if [[ "$what" == recovery || "$what" == all ]]; then
   cp /tmp/bench-recovery/results.json "$out/recovery.json" 2>/dev/null
 fi
 if [[ "$what" == ckpt || "$what" == all ]]; then
-  python3 -m benchmarks.checkpoint_overhead --size 1b --seq-len 2048 --micro-batch 4 --steps 60 --interval 20 \
-    --warmup 5 --out /tmp/bench-ckpt 2>&1 | tee "$out/ckpt.txt" || rc=1
+  python3 -m benchmarks.checkpoint_staging --size 1b --seq-len 2048 --micro-batch 4 --steps 260 --interval 125 \
+    --variants none,sync,async --timeout 150 --out /tmp/bench-ckpt 2>&1 | tee "$out/ckpt.txt" || rc=1
   cp /tmp/bench-ckpt/results.json "$out/ckpt.json" 2>/dev/null
+fi
+if [[ "$what" == staging || "$what" == all ]]; then
+  python3 -m benchmarks.checkpoint_staging --size 1b --seq-len 2048 --micro-batch 4 --steps 30 --interval 10 \
+    --variants none,sync,async:cuda-ipc,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached --timeout 120 \
+    --out /tmp/bench-staging 2>&1 | tee "$out/staging.txt" || rc=1
+  cp /tmp/bench-staging/results.json "$out/staging.json" 2>/dev/null
 fi
 exit $rc

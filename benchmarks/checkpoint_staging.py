@@ -1,0 +1,161 @@
+"""Checkpoint stall per checkpoint mode, measured inside one training job (no launcher start-up per variant).
+
+``python -m benchmarks.checkpoint_staging [--size 1b] [--steps 30] [--interval 10] [--variants ...] [--out DIR]``
+
+Starts one worker per GPU (2 CPU workers without CUDA) under ``torchrun``, one job per variant. Each worker
+runs the project's :class:`~training.trainer.Trainer` (FSDP2, AdamW) for ``--steps`` steps with a checkpoint every
+``--interval`` steps, and reads rank 0's event log: the stall each save put on the loop (``ckpt_begin`` to
+``ckpt_staged``), the time until it was committed, and the loop's steps/s against the ``none`` variant (no
+checkpoints). Variants: ``none``, ``sync``, ``async`` (NVRx with ``checkpoint.nvrx_staging`` from the config
+on CUDA, torch ``dcp.async_save`` on CPU) and ``async:<staging>`` for each NVRx staging mode (CUDA only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import REPO, fmt, report, step_throughput, workers
+
+DEFAULT_VARIANTS = "none,sync,async,async:cuda-ipc,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached"
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """One rank of one variant."""
+    import torch
+
+    from platform_config import load_config
+    from training.distributed import destroy_process_group, init_process_group
+    from training.events import EventLog
+    from training.trainer import Trainer
+
+    rank, _ = init_process_group(timeout_s=args.timeout)
+    variant = args.variants
+    mode, _, staging = variant.partition(":")
+    base = load_config(args.config)
+    ckpt: dict[str, Any] = {"interval_steps": args.steps + 1 if mode == "none" else args.interval}
+    if staging:
+        ckpt["nvrx_staging"] = staging
+    train: dict[str, Any] = {"eval_interval": 0, "steps": args.steps}
+    if args.seq_len:
+        train["seq_len"] = args.seq_len
+    if args.micro_batch:
+        train["micro_batch_size"] = args.micro_batch
+    cfg = base.model_copy(
+        update={
+            "model": base.model.model_copy(update={"size": args.size}),
+            "train": base.train.model_copy(update=train),
+            "checkpoint": base.checkpoint.model_copy(update=ckpt),
+        }
+    )
+    run_dir = _run_dir(args, variant)
+    trainer = Trainer(cfg, run_dir, EventLog(run_dir, rank), checkpoint_mode="sync" if mode == "sync" else "async")
+    t0 = time.perf_counter()
+    trainer.setup()
+    trainer.restore()
+    trainer.train()
+    trainer.close()
+    if rank == 0:
+        assert trainer.ckpt is not None
+        print(f"   done in {time.perf_counter() - t0:.1f}s, backend {trainer.ckpt.backend}", flush=True)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    destroy_process_group()
+    return 0
+
+
+def _run_dir(args: argparse.Namespace, variant: str) -> Path:
+    return args.out / variant.replace(":", "-")
+
+
+def _launch(args: argparse.Namespace, variant: str, nproc: int) -> int:
+    """torchrun the workers of one variant (bounded by ``--timeout``); returns the exit code (124: timed out)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    cmd += ["-m", "benchmarks.checkpoint_staging", "--worker", "--variants", variant, "--out", str(args.out)]
+    cmd += ["--size", args.size, "--steps", str(args.steps), "--interval", str(args.interval)]
+    cmd += ["--timeout", str(args.timeout)]
+    for flag, value in (("--seq-len", args.seq_len), ("--micro-batch", args.micro_batch), ("--config", args.config)):
+        if value:
+            cmd += [flag, str(value)]
+    print(f"-- {variant}: {args.steps} steps, checkpoint every {args.interval}", flush=True)
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    shutil.rmtree(_run_dir(args, variant), ignore_errors=True)
+    try:
+        rc = subprocess.call(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": path}, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        rc = 124
+    if rc:
+        print(f"   FAILED (exit {rc})", flush=True)
+    return rc
+
+
+def _table(args: argparse.Namespace, device: str) -> int:
+    """Rank-0 event logs of every variant -> a markdown table and results.json."""
+    results: dict[str, dict[str, Any]] = {}
+    for variant in args.variants.split(","):
+        run_dir = args.out / variant.replace(":", "-")
+        if not (run_dir / "events.jsonl").exists():
+            continue
+        ck = report(run_dir).get("checkpoint") or {}
+        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+        stalls = [e["stall_s"] for e in events if e["event"] == "ckpt_staged"]
+        results[variant] = {"steps_per_s": step_throughput(run_dir, args.warmup), "stalls_s": stalls, **ck}
+    base = results.get("none", {}).get("steps_per_s")
+    print(f"\nCheckpoint stall by mode, model {args.size}, {device}, {args.steps} steps, every {args.interval}\n")
+    print("| variant | steps/s | efficiency vs none | saves | stall p50 s | commit p50 s | stall of each save, s |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        eff = r["steps_per_s"] / base if base and r["steps_per_s"] else None
+        r["efficiency_vs_none"] = eff
+        each = ", ".join(f"{x:.2f}" for x in r["stalls_s"]) or "-"
+        print(
+            f"| {name} | {fmt(r['steps_per_s'])} | {fmt(eff, '.1%')} | {r.get('saves', 0)} "
+            f"| {fmt(r.get('stall_s_p50'), '.3f')} | {fmt(r.get('write_s_p50'), '.3f')} | {each} |"
+        )
+    (args.out / "results.json").write_text(json.dumps({"device": device, "results": results}, indent=2))
+    cuda = "CPU" not in device
+    missing = [v for v in args.variants.split(",") if v not in results and (cuda or ":" not in v)]
+    if missing:
+        print(f"no results for: {', '.join(missing)}", flush=True)
+    return 1 if missing else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", default="tiny", help="model.size (tiny, small, 1b, llama3-8b)")
+    p.add_argument("--seq-len", type=int, default=None)
+    p.add_argument("--micro-batch", type=int, default=None)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--interval", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3, help="steps left out of steps/s")
+    p.add_argument("--variants", default=DEFAULT_VARIANTS)
+    p.add_argument("--nproc", type=int, default=None, help="default: GPUs if CUDA, else 2")
+    p.add_argument("--config", type=Path, default=None, help="project config (default: project.yaml)")
+    p.add_argument("--out", type=Path, default=Path("runs/bench-staging"))
+    p.add_argument("--timeout", type=float, default=300, help="seconds one variant may take")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.out = args.out.resolve()
+    if args.worker:
+        return _worker(args)
+    nproc, device = workers(args.nproc)
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"Checkpoint staging benchmark on {device}", flush=True)
+    failed = False
+    for variant in args.variants.split(","):
+        if ":" in variant and "CPU" in device:
+            print(f"-- {variant}: skipped (NVRx staging modes need CUDA)", flush=True)
+            continue
+        failed |= _launch(args, variant, nproc) != 0
+    return _table(args, device) or int(failed)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
