@@ -4,7 +4,7 @@
 # Run 1 (inprocess-ft): exception -> in-process, hang -> in-process, sigkill -> ft_launcher.
 # Run 2 (inprocess-ft): comm (broken collective) -> in-process, oom (CUDA OutOfMemoryError) -> in-process.
 # SMOKE_SPECS="name:faults ..." replaces these runs; SMOKE_STEPS (120) and SMOKE_RUN_TIMEOUT (300 s) bound each
-# run. Each run ends with the goodput report; logs and
+# run. Each run ends with the goodput report; logs, what outlived the run (NAME.leftovers.txt) and
 # report.json land in OUT_DIR.
 set -uo pipefail
 out="${1:?usage: gpu_smoke.sh OUT_DIR}"
@@ -24,6 +24,9 @@ for spec in $specs; do
   # Bounded per run (not by wrapping this script in `timeout`, which loses the logs of the run it cuts off).
   timeout -k 10 "${SMOKE_RUN_TIMEOUT:-300}" python3 -m training.local --run-dir "/tmp/$name" --fresh --nproc "$nproc" \
     --steps "${SMOKE_STEPS:-120}" --faults "$faults" 2>&1 | tee "$out/$name.log" || rc=1
+  # What outlived the run (a failure that survives fresh workers points outside them): processes and GPU users.
+  { ps -eo pid,ppid,etime,args | grep -E "training\.|nvidia_resiliency|multiprocessing" | grep -v grep
+    nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv 2>&1; } > "$out/$name.leftovers.txt"
   pkill -9 -f -- "training.train --run-dir /tmp/$name " 2>/dev/null  # a timed-out run's launcher and workers
   python3 -m training.report "/tmp/$name" > "$out/$name.report.txt" 2>&1 || rc=1
   cp "/tmp/$name/report.json" "$out/$name.report.json" 2>/dev/null
