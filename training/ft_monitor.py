@@ -58,7 +58,11 @@ class FtMonitor:
             log.info("ft_monitor: not under ft_launcher (%s unset): heartbeats and sections are no-ops", IPC_ENV)
 
     def start(self) -> None:
-        """Connect to the rank monitor (once per process; survives in-process restarts)."""
+        """Connect to the rank monitor (once per process; survives in-process restarts).
+
+        Call it inside the in-process Wrapper: NVRx forks its monitor daemon on entering the Wrapper, and the
+        daemon would inherit a connection opened earlier and keep it open after this worker died.
+        """
         if not self.active or self.client is not None:
             return
         from nvidia_resiliency_ext.fault_tolerance import RankMonitorClient

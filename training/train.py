@@ -202,6 +202,13 @@ class Runner:
         self.events.iteration = iteration
         restart = self._restart_layer(iteration)
         entered_ns = time.time_ns()
+        if call_wrapper is not None:
+            self.monitor.guard = call_wrapper.atomic
+        # Connect to ft_launcher's rank monitor here, inside the in-process Wrapper (once per process): NVRx forks
+        # its monitor daemon on entering the Wrapper, and a connection opened before that fork is inherited by
+        # the daemon, which keeps it open after this worker has died.
+        with self.monitor.guard():
+            self.monitor.start()
         if restart:
             layer, cause = restart
             extra = {"detected_ts": self.tracker.detected_ts} if layer == "inprocess" else {}
@@ -209,8 +216,6 @@ class Runner:
             print(f"[train] rank {self.rank}: {layer} restart #{iteration or ''} after {cause}", flush=True)
             self.monitor.end_all_sections()
             self.hooks.reset_step_timing()
-        if call_wrapper is not None:
-            self.monitor.guard = call_wrapper.atomic
         self.entered_ns = entered_ns
         self.hooks.stall.progress()  # (re-)entering counts as progress: a stall from here on gets a stack dump
         reason = self.ledger.escalation()
@@ -387,7 +392,6 @@ def run(args: argparse.Namespace) -> int:
 
         import training.trainer  # noqa: F401
     try:
-        runner.monitor.start()
         if layers.inprocess:
             world = runner.world_size
             min_world = world if layers.ft_launcher else min(cfg.inprocess.min_world_size, world)

@@ -1,0 +1,78 @@
+"""NVRx's in-process monitor daemon must not hold the worker's connection to ft_launcher's rank monitor.
+
+NVRx forks that daemon (double fork, new session) when a worker enters the in-process Wrapper, and a fork copies
+every open descriptor. A rank-monitor connection opened before the fork was therefore held by two processes, and
+stayed open after the worker died (seen here with ``ss -xp``). The worker now connects inside the Wrapper.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.training_runs import local_run
+
+pytestmark = pytest.mark.integration
+
+
+def _run_processes(run_dir: Path) -> dict[int, tuple[int, set[str]]]:
+    """pid -> (parent pid, open sockets) of every process whose command line names ``run_dir``'s workers."""
+    found: dict[int, tuple[int, set[str]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            sockets = set()
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                target = os.readlink(f"/proc/{entry}/fd/{fd}")
+                if target.startswith("socket:"):
+                    sockets.add(target)
+        except OSError:  # the process ended meanwhile
+            continue
+        if "training.train" in cmdline and str(run_dir) in cmdline:
+            found[int(entry)] = (ppid, sockets)
+    return found
+
+
+def _steps_logged(run_dir: Path) -> int:
+    events = run_dir / "events.jsonl"
+    if not events.exists():
+        return 0
+    steps = [json.loads(line) for line in events.read_text().splitlines() if '"event":"step"' in line]
+    return len(steps)
+
+
+def test_the_nvrx_monitor_daemon_holds_no_socket_of_its_worker(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result: dict[str, object] = {}
+    runner = threading.Thread(target=lambda: result.update(proc=local_run(run_dir, steps=400)), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while _steps_logged(run_dir) < 20 and runner.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _steps_logged(run_dir) >= 20, "the run made no progress"
+    procs = _run_processes(run_dir)
+    # ft_launcher, its rank monitors and the workers have parents in this tree; NVRx's daemons were orphaned.
+    daemons = {pid: info for pid, info in procs.items() if info[0] not in procs and info[0] != os.getpid()}
+    launcher_root = [pid for pid in daemons if any(info[0] == pid for info in procs.values())]
+    for pid in launcher_root:  # ft_launcher itself: its parent is training.local, outside the tree
+        daemons.pop(pid)
+    others = {pid: info for pid, info in procs.items() if pid not in daemons}
+    assert len(daemons) == 2, f"expected one NVRx monitor daemon per worker, found {sorted(daemons)} in {procs}"
+    shared = {
+        (worker, daemon): sorted(w_socks & d_socks)
+        for worker, (_, w_socks) in others.items()
+        for daemon, (_, d_socks) in daemons.items()
+        if w_socks & d_socks
+    }
+    assert not shared, f"sockets held by a worker and an NVRx monitor daemon: {shared}"
+    runner.join(timeout=180)
+    proc = result.get("proc")
+    assert proc is not None and proc.returncode == 0, getattr(proc, "stdout", "")[-3000:]
