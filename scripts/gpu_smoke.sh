@@ -4,8 +4,8 @@
 # Run 1 (inprocess-ft): exception -> in-process, hang -> in-process, sigkill -> ft_launcher.
 # Run 2 (inprocess-ft): comm (broken collective) -> in-process, oom (CUDA OutOfMemoryError) -> in-process.
 # SMOKE_SPECS="name:faults ..." replaces these runs; SMOKE_STEPS (120) and SMOKE_RUN_TIMEOUT (300 s) bound each
-# run. Each run ends with the goodput report; logs, what outlived the run (NAME.leftovers.txt) and
-# report.json land in OUT_DIR.
+# run. Each run leaves three files in OUT_DIR: NAME.log (progress), NAME.report.txt (goodput report) and NAME.tgz
+# (launcher and NVRx monitor logs, events, report.json, what outlived the run in leftovers.txt).
 set -uo pipefail
 out="${1:?usage: gpu_smoke.sh OUT_DIR}"
 mkdir -p "$out"
@@ -13,9 +13,14 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # A worker that makes no step progress for this long dumps its thread stacks into the launcher log.
 export TRAINING_STALL_DUMP_S="${TRAINING_STALL_DUMP_S:-15}"
 nproc=$(python3 -c "import torch; print(torch.cuda.device_count())")
-python3 -c "import torch, nvidia_resiliency_ext as n, importlib.metadata as m; \
-print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), \
-'gpus', torch.cuda.device_count(), torch.cuda.get_device_name(0), 'nvrx', m.version('nvidia-resiliency-ext'))" \
+if [[ "$nproc" -lt 1 ]]; then  # a dry run of this script on a machine without a GPU
+  echo "gpu_smoke.sh: no CUDA GPU here; running the CPU fallback (gloo, 2 workers) instead" >&2
+  nproc=2
+fi
+python3 -c "import torch, importlib.metadata as m; cuda = torch.cuda.is_available(); \
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version() if cuda else None, \
+'gpus', torch.cuda.device_count(), torch.cuda.get_device_name(0) if cuda else 'none', \
+'nvrx', m.version('nvidia-resiliency-ext'))" \
   | tee "$out/versions.txt"
 rc=0
 specs=${SMOKE_SPECS:-"smoke1:exception@40:1,hang@70:0,sigkill@110:1 smoke2:comm@40:1,oom@80:0"}
@@ -26,11 +31,12 @@ for spec in $specs; do
     --steps "${SMOKE_STEPS:-120}" --faults "$faults" 2>&1 | tee "$out/$name.log" || rc=1
   # What outlived the run (a failure that survives fresh workers points outside them): processes and GPU users.
   { ps -eo pid,ppid,etime,args | grep -E "training\.|nvidia_resiliency|multiprocessing" | grep -v grep
-    nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv 2>&1; } > "$out/$name.leftovers.txt"
+    if command -v nvidia-smi >/dev/null; then nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv; fi
+  } > "/tmp/$name/leftovers.txt" 2>&1
   pkill -9 -f -- "training.train --run-dir /tmp/$name " 2>/dev/null  # a timed-out run's launcher and workers
   python3 -m training.report "/tmp/$name" > "$out/$name.report.txt" 2>&1 || rc=1
-  cp "/tmp/$name/report.json" "$out/$name.report.json" 2>/dev/null
-  cp "/tmp/$name/launcher.log" "$out/$name.launcher.log" 2>/dev/null
-  for f in /tmp/"$name"/logs/*.log; do [[ -f "$f" ]] && cp "$f" "$out/$name.$(basename "$f")"; done
+  # Everything else of the run in one archive (the device tool returns at most 8 files): launcher and NVRx monitor
+  # logs, events, reports, leftovers; no checkpoint data or corpus. GNU tar applies --exclude only before paths.
+  tar czf "$out/$name.tgz" --exclude='*.distcp' --exclude=data --exclude='*.png' -C /tmp "$name" || rc=1
 done
 exit $rc
