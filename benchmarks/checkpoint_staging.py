@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO, fmt, report, step_throughput, workers
+from training.events import read_events
 
 DEFAULT_VARIANTS = "none,sync,async,async:cuda-ipc,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached"
 
@@ -31,7 +32,8 @@ def _worker(args: argparse.Namespace) -> int:
     """One rank of one variant."""
     import torch
 
-    from platform_config import load_config
+    from platform_config import config_from_dict, load_config
+    from platform_config.loader import deep_merge
     from training.distributed import destroy_process_group, init_process_group
     from training.events import EventLog
     from training.trainer import Trainer
@@ -39,7 +41,6 @@ def _worker(args: argparse.Namespace) -> int:
     rank, _ = init_process_group(timeout_s=args.timeout)
     variant = args.variants
     mode, _, staging = variant.partition(":")
-    base = load_config(args.config)
     ckpt: dict[str, Any] = {"interval_steps": args.steps + 1 if mode == "none" else args.interval}
     if staging:
         ckpt["nvrx_staging"] = staging
@@ -48,13 +49,8 @@ def _worker(args: argparse.Namespace) -> int:
         train["seq_len"] = args.seq_len
     if args.micro_batch:
         train["micro_batch_size"] = args.micro_batch
-    cfg = base.model_copy(
-        update={
-            "model": base.model.model_copy(update={"size": args.size}),
-            "train": base.train.model_copy(update=train),
-            "checkpoint": base.checkpoint.model_copy(update=ckpt),
-        }
-    )
+    overrides = {"model": {"size": args.size}, "train": train, "checkpoint": ckpt}
+    cfg = config_from_dict(deep_merge(load_config(args.config).model_dump(mode="json"), overrides))  # validated
     run_dir = _run_dir(args, variant)
     trainer = Trainer(cfg, run_dir, EventLog(run_dir, rank), checkpoint_mode="sync" if mode == "sync" else "async")
     t0 = time.perf_counter()
@@ -100,12 +96,11 @@ def _table(args: argparse.Namespace, device: str) -> int:
     """Rank-0 event logs of every variant -> a markdown table and results.json."""
     results: dict[str, dict[str, Any]] = {}
     for variant in args.variants.split(","):
-        run_dir = args.out / variant.replace(":", "-")
+        run_dir = _run_dir(args, variant)
         if not (run_dir / "events.jsonl").exists():
             continue
         ck = report(run_dir).get("checkpoint") or {}
-        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
-        stalls = [e["stall_s"] for e in events if e["event"] == "ckpt_staged"]
+        stalls = [e["stall_s"] for e in read_events(run_dir) if e["event"] == "ckpt_staged"]
         results[variant] = {"steps_per_s": step_throughput(run_dir, args.warmup), "stalls_s": stalls, **ck}
     base = results.get("none", {}).get("steps_per_s")
     print(f"\nCheckpoint stall by mode, model {args.size}, {device}, {args.steps} steps, every {args.interval}\n")

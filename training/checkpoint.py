@@ -213,6 +213,15 @@ _LIVE_NVRX: set[_NvrxAsync] = set()
 _SPARE_WORKER: list[tuple[str, Any]] = []
 
 
+def _stop_writer(caller: Any) -> None:
+    """Kill and reap a ``PersistentAsyncCaller``'s worker, then clear it (its ``__del__`` then does nothing)."""
+    process = getattr(caller, "process", None)
+    if process is not None:
+        process.kill()
+        process.join(timeout=10)
+        caller.process = None
+
+
 def _take_spare_worker(staging: str) -> Any | None:
     """The parked writer if it is alive and was started for ``staging``; anything else is stopped."""
     if not _SPARE_WORKER:
@@ -221,11 +230,15 @@ def _take_spare_worker(staging: str) -> Any | None:
     process = getattr(caller, "process", None)
     if kept == staging and process is not None and process.is_alive():
         return caller
-    if process is not None:
-        process.kill()
-        process.join(timeout=10)
-        caller.process = None
+    _stop_writer(caller)
     return None
+
+
+def _park_writer(staging: str, caller: Any) -> None:
+    """Keep an idle writer for the next :class:`_NvrxAsync` of this process (stopping any older one)."""
+    while _SPARE_WORKER:
+        _stop_writer(_SPARE_WORKER.pop()[1])
+    _SPARE_WORKER.append((staging, caller))
 
 
 def abandon_async_saves() -> int:
@@ -355,20 +368,14 @@ class _NvrxAsync:
             # Nothing in flight (every request finalized, so nothing left in its completion queue): keep the
             # writer for the next iteration instead of paying for a fresh one.
             self.queue.persistent_caller = None
-            _take_spare_worker("")  # stops an older spare, if any
-            _SPARE_WORKER.append((self.staging, caller))
+            _park_writer(self.staging, caller)
             caller = None
         if caller is not None and caller not in self._dying:
             self._dying.append(caller)
         self.queue.persistent_caller = None
         self.queue.async_calls.clear()
         while self._dying:
-            caller = self._dying[0]
-            process = getattr(caller, "process", None)
-            if process is not None:
-                process.kill()
-                process.join(timeout=10)
-                caller.process = None
+            _stop_writer(self._dying[0])
             self._dying.pop(0)
         self._reset_write_results()
         _LIVE_NVRX.discard(self)
@@ -667,9 +674,9 @@ class CheckpointManager:
 
     def maybe_finalize(self) -> None:
         """Non-blocking poll (call every step on every rank): finalizes a finished async save."""
-        # Also while only the warm-up request is pending (the same on every rank): finalizing it early makes the
-        # writer idle, and so reusable after an in-process restart.
-        if self._nvrx is not None and (self._inflight is not None or self._nvrx.pending()):
+        # Whatever is pending, the warm-up request included (the same on every rank): finalizing it early makes
+        # the writer idle, and so reusable after an in-process restart.
+        if self._nvrx is not None and self._nvrx.pending():
             self._nvrx.finalize(blocking=False)
         if self._inflight is not None and self._inflight.done.is_set() and self._inflight.error is None:
             self._inflight = None

@@ -59,11 +59,10 @@ def test_the_nvrx_monitor_daemon_holds_no_socket_of_its_worker(tmp_path: Path) -
         time.sleep(0.2)
     assert _steps_logged(run_dir) >= 20, "the run made no progress"
     procs = _run_processes(run_dir)
-    # ft_launcher, its rank monitors and the workers have parents in this tree; NVRx's daemons were orphaned.
-    daemons = {pid: info for pid, info in procs.items() if info[0] not in procs and info[0] != os.getpid()}
-    launcher_root = [pid for pid in daemons if any(info[0] == pid for info in procs.values())]
-    for pid in launcher_root:  # ft_launcher itself: its parent is training.local, outside the tree
-        daemons.pop(pid)
+    # Rank monitors and workers have parents in this tree. Outside it are ft_launcher itself (its parent is
+    # training.local; it has children here) and NVRx's daemons (orphaned; no children).
+    parents = {ppid for ppid, _ in procs.values()}
+    daemons = {pid: info for pid, info in procs.items() if info[0] not in procs and pid not in parents}
     others = {pid: info for pid, info in procs.items() if pid not in daemons}
     assert len(daemons) == 2, f"expected one NVRx monitor daemon per worker, found {sorted(daemons)} in {procs}"
     shared = {
