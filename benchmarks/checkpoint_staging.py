@@ -5,17 +5,20 @@
 Starts one worker per GPU (2 CPU workers without CUDA) under ``torchrun``, one job per variant. Each worker
 runs the project's :class:`~training.trainer.Trainer` (FSDP2, AdamW) for ``--steps`` steps with a checkpoint every
 ``--interval`` steps, and reads rank 0's event log: the stall each save put on the loop (``ckpt_begin`` to
-``ckpt_staged``), the time until it was committed, and the loop's steps/s against the ``none`` variant (no
-checkpoints). Variants: ``none``, ``sync``, ``async`` (NVRx with ``checkpoint.nvrx_staging`` from the config
-on CUDA, torch ``dcp.async_save`` on CPU) and ``async:<staging>`` for each NVRx staging mode (CUDA only).
+``ckpt_staged``), the time until it was committed, the loop's steps/s against the ``none`` variant (no
+checkpoints), and the mean step time while a background write is in flight against the time while none is.
+Variants: ``none``, ``sync``, ``async`` (NVRx with ``checkpoint.nvrx_staging`` from the config on CUDA, torch
+``dcp.async_save`` on CPU) and ``async:<staging>`` for each NVRx staging mode (CUDA only).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -92,6 +95,37 @@ def _launch(args: argparse.Namespace, variant: str, nproc: int) -> int:
     return rc
 
 
+def step_time_split(events: list[dict[str, Any]], warmup: int) -> dict[str, float | int | None]:
+    """Rank 0's mean step time while an async write is in flight and while none is.
+
+    A write is in flight from ``ckpt_staged`` to ``ckpt_committed`` of the same step. Step gaps (consecutive steps
+    after ``warmup``) that contain a ``ckpt_begin`` are the save's own stall and are left out of both means; a
+    gap overlapping a write window counts as "writing", any other as "idle".
+    """
+    ev = [e for e in events if e.get("rank", 0) == 0]
+    begins = [e["ts"] for e in ev if e["event"] == "ckpt_begin"]
+    staged: dict[int, float] = {}
+    windows: list[tuple[float, float]] = []
+    for e in ev:
+        if e["event"] == "ckpt_staged":
+            staged[e["step"]] = e["ts"]
+        elif e["event"] == "ckpt_committed" and e["step"] in staged:
+            windows.append((staged.pop(e["step"]), e["ts"]))
+    steps = [(e["ts"], e["step"]) for e in ev if e["event"] == "step" and e["step"] > warmup]
+    idle: list[float] = []
+    writing: list[float] = []
+    for (t0, s0), (t1, s1) in itertools.pairwise(steps):
+        if s1 != s0 + 1 or any(t0 < b <= t1 for b in begins):
+            continue
+        (writing if any(t0 < end and t1 > start for start, end in windows) else idle).append(t1 - t0)
+    return {
+        "step_s_idle": statistics.fmean(idle) if idle else None,
+        "step_s_writing": statistics.fmean(writing) if writing else None,
+        "steps_idle": len(idle),
+        "steps_writing": len(writing),
+    }
+
+
 def _table(args: argparse.Namespace, device: str) -> int:
     """Rank-0 event logs of every variant -> a markdown table and results.json."""
     results: dict[str, dict[str, Any]] = {}
@@ -100,19 +134,25 @@ def _table(args: argparse.Namespace, device: str) -> int:
         if not (run_dir / "events.jsonl").exists():
             continue
         ck = report(run_dir).get("checkpoint") or {}
-        stalls = [e["stall_s"] for e in read_events(run_dir) if e["event"] == "ckpt_staged"]
-        results[variant] = {"steps_per_s": step_throughput(run_dir, args.warmup), "stalls_s": stalls, **ck}
+        events = read_events(run_dir)
+        stalls = [e["stall_s"] for e in events if e["event"] == "ckpt_staged"]
+        split = step_time_split(events, args.warmup)
+        results[variant] = {"steps_per_s": step_throughput(run_dir, args.warmup), "stalls_s": stalls, **split, **ck}
     base = results.get("none", {}).get("steps_per_s")
     print(f"\nCheckpoint stall by mode, model {args.size}, {device}, {args.steps} steps, every {args.interval}\n")
-    print("| variant | steps/s | efficiency vs none | saves | stall p50 s | commit p50 s | stall of each save, s |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| variant | steps/s | efficiency vs none | saves | stall p50 s | commit p50 s | stall of each save, s "
+        "| step s idle | step s while writing |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         eff = r["steps_per_s"] / base if base and r["steps_per_s"] else None
         r["efficiency_vs_none"] = eff
         each = ", ".join(f"{x:.2f}" for x in r["stalls_s"]) or "-"
         print(
             f"| {name} | {fmt(r['steps_per_s'])} | {fmt(eff, '.1%')} | {r.get('saves', 0)} "
-            f"| {fmt(r.get('stall_s_p50'), '.3f')} | {fmt(r.get('write_s_p50'), '.3f')} | {each} |"
+            f"| {fmt(r.get('stall_s_p50'), '.3f')} | {fmt(r.get('write_s_p50'), '.3f')} | {each} "
+            f"| {fmt(r['step_s_idle'], '.4f')} | {fmt(r['step_s_writing'], '.4f')} |"
         )
     (args.out / "results.json").write_text(json.dumps({"device": device, "results": results}, indent=2))
     cuda = "CPU" not in device
