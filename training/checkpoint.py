@@ -9,8 +9,9 @@ Directory layout under ``root``::
 Commit protocol: every rank writes its ``.distcp`` files into ``step_N.tmp/``; DCP's coordinator writes
 ``.metadata`` only after gathering every rank's write result, so once rank 0's save has returned, all ranks
 have written. Rank 0 then hashes every file, writes ``COMMITTED`` (fsync), renames the directory to
-``step_N/`` (fsync of the parent) and applies retention. For async saves this runs in the completion path
-of rank 0's write (a background thread), never before the write finished.
+``step_N/`` (fsync of the parent) and applies retention. For async saves this runs on a thread of its own
+(``checkpoint-commit``) once the write has finished, so the training loop goes on; the next save and every
+restore wait for it.
 
 Backends: ``sync`` = ``dcp.save``; ``async`` = NVRx ``FileSystemWriterAsync`` + persistent
 ``AsyncCallsQueue`` on CUDA, and torch's ``dcp.async_save`` on CPU (NVRx's async path calls CUDA
@@ -47,6 +48,8 @@ from training.state import AppState
 COMMIT_MARKER = "COMMITTED"
 QUARANTINE_DIR = "quarantine"
 TMP_SUFFIX = ".tmp"
+#: Name of rank 0's background commit threads (see :func:`join_commits`).
+COMMIT_THREAD = "checkpoint-commit"
 _STEP_RE = re.compile(r"^step_(\d{8})$")
 _TMP_RE = re.compile(r"^step_(\d{8})\.tmp$")
 #: Test/fault-injection hook: seconds each checkpoint write sleeps first (simulates slow storage).
@@ -430,6 +433,8 @@ class _InFlight:
     future: Any = None
     #: Set when the manager gave up on this save (error path): a late completion must not commit it.
     abandoned: bool = False
+    #: Rank 0's commit of a finished async write (see :meth:`CheckpointManager._write_done`).
+    commit_thread: threading.Thread | None = None
 
 
 def _default_pg_timeout() -> datetime.timedelta | None:
@@ -603,16 +608,31 @@ class CheckpointManager:
         self._staged(flight, during_write)
 
     def _write_done(self, flight: _InFlight, check: Callable[[], Any] | None = None) -> None:
-        """Async write finished (``check`` re-raises its error): rank 0 commits; ``flight`` records the outcome."""
+        """Async write finished (``check`` re-raises its error): rank 0 commits; ``flight`` records the outcome.
+
+        NVRx runs this on the training thread (inside :meth:`maybe_finalize`), so rank 0's commit - a sha256
+        of every file, then fsyncs - runs on a thread of its own: inline, it stopped the loop for ~10 s per
+        save of the 1B model (11.7 GB) on 2 x H200. ``flight.done`` is set when the commit has finished.
+        """
         try:
             if check is not None:
                 check()
             if flight.abandoned:
                 raise CheckpointError(f"save of step {flight.step} was abandoned; not committed")
-            if self.rank == 0:
-                self._commit(flight)
         except BaseException as exc:
             flight.error = exc
+            flight.done.set()
+            return
+        if self.rank != 0:
+            flight.done.set()
+            return
+        thread = threading.Thread(target=self._commit_then_done, args=(flight,), name=COMMIT_THREAD, daemon=True)
+        flight.commit_thread = thread
+        thread.start()
+
+    def _commit_then_done(self, flight: _InFlight) -> None:
+        try:
+            self._commit(flight)
         finally:
             flight.done.set()
 
@@ -713,8 +733,10 @@ class CheckpointManager:
                 self.wait()
             elif self._inflight is not None:
                 flight, self._inflight = self._inflight, None
-                flight.abandoned = self._nvrx is not None  # the NVRx worker is killed below: nothing can commit
-                if self._nvrx is None:
+                # The NVRx worker is killed below, so an unfinished write can never commit; a finished one whose
+                # commit has started is let finish (nothing lost).
+                flight.abandoned = self._nvrx is not None
+                if self._nvrx is None or flight.commit_thread is not None:
                     flight.done.wait()
                     _join_dcp_threads()
                 if flight.error is not None:
@@ -744,6 +766,9 @@ class CheckpointManager:
 
     def _choose(self, allow_fresh_start: bool) -> dict[str, Any]:
         """Rank 0: the newest checkpoint that verifies (quarantining bad ones), or why there is none."""
+        # A commit of this process may still run (the loop failed after the write finished): it finishes first,
+        # so its checkpoint counts and its directory is not removed as a partial one under it.
+        join_commits()
         for _, path in list_partial(self.root):  # no save of this job can be in flight at restore time
             shutil.rmtree(path, ignore_errors=True)
         for step, path in reversed(list_committed(self.root)):
@@ -808,6 +833,13 @@ class CheckpointManager:
             per_rank_source=source,
         )
         return step
+
+
+def join_commits(timeout_s: float | None = None) -> None:
+    """Wait for the background commits of this process (before listing or removing checkpoint dirs)."""
+    for t in threading.enumerate():
+        if t.name == COMMIT_THREAD and t is not threading.current_thread():
+            t.join(timeout_s)
 
 
 def _join_dcp_threads(timeout_s: float = 30.0) -> None:

@@ -8,17 +8,23 @@ import json
 import os
 import pickle
 import queue
+import threading
+import time
 from pathlib import Path
 
 import pytest
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemWriter
 
 from tests.helpers.training_runs import single_process_group, tiny_app_state, tiny_train_step
 from training.checkpoint import (
     COMMIT_MARKER,
     QUARANTINE_DIR,
+    TMP_SUFFIX,
     CheckpointManager,
     CheckpointWriteError,
     NoUsableCheckpointError,
+    _InFlight,
     file_checksums,
     list_committed,
     read_marker,
@@ -448,3 +454,52 @@ def test_nvrx_staging_modes_need_an_nvrx_that_has_them() -> None:
     else:
         with pytest.raises(CheckpointError, match=r"needs NVRx >= 0\.7"):
             _NvrxAsync("cpu-shm")
+
+
+class _GatedCommit(CheckpointManager):
+    """Rank 0's commit waits for ``gate``: a commit that takes long (hashing a large checkpoint)."""
+
+    gate: threading.Event
+
+    def _commit(self, flight) -> None:  # type: ignore[no-untyped-def]
+        assert self.gate.wait(30)
+        super()._commit(flight)
+
+
+def _finished_write(root: Path, step: int) -> _InFlight:
+    """A complete, uncommitted ``step_N.tmp`` dir, as a finished async write leaves it."""
+    state = tiny_app_state(0)
+    tiny_train_step(state)
+    state.step = step
+    tmp = root / (step_dir_name(step) + TMP_SUFFIX)
+    dcp.save({"app": state.state_dict()}, storage_writer=FileSystemWriter(tmp))
+    return _InFlight(step, tmp, time.perf_counter())
+
+
+def test_the_commit_does_not_block_the_thread_that_finalizes_the_write(tmp_path: Path) -> None:
+    """NVRx finalizes a finished write on the training thread: rank 0's commit must run elsewhere."""
+    root = tmp_path / "ckpt"
+    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1)
+    mgr.gate = threading.Event()
+    flight = _finished_write(root, 3)
+    mgr._write_done(flight)  # returns while the commit waits
+    assert not flight.done.is_set() and list_committed(root) == []
+    mgr.gate.set()
+    assert flight.done.wait(30) and flight.error is None
+    assert [s for s, _ in list_committed(root)] == [3]
+    mgr.close()
+
+
+def test_a_restore_waits_for_a_commit_still_running(tmp_path: Path) -> None:
+    """After an in-process restart the commit of a finished write may still run: restore must count it, and
+    must not remove its directory as a partial one."""
+    root = tmp_path / "ckpt"
+    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1)
+    mgr.gate = threading.Event()
+    flight = _finished_write(root, 4)
+    mgr._write_done(flight)
+    threading.Timer(0.5, mgr.gate.set).start()
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 4
+    assert flight.error is None and fresh.step == 4
+    mgr.close()
