@@ -14,7 +14,7 @@ import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from tests.helpers.training_runs import FAST_CONFIG, read_result, run_trainer
-from training.checkpoint import list_committed, step_dir_name
+from training.checkpoint import hash_shares, list_committed, read_marker, step_dir_name
 from training.events import read_events
 
 pytestmark = pytest.mark.integration
@@ -103,7 +103,10 @@ def test_sync_and_async_checkpoints_of_the_same_state_load_identically(tmp_path:
 def test_corrupt_newest_checkpoint_falls_back_and_still_matches(tmp_path: Path) -> None:
     _, straight = run_trainer(tmp_path / "straight", steps=12, mode="sync", config=_cfg())
     _, run = run_trainer(tmp_path / "run", steps=11, mode="sync", config=_cfg())  # commits 5 and 10
-    shard = run / "checkpoints" / step_dir_name(10) / "__1_0.distcp"
+    newest = run / "checkpoints" / step_dir_name(10)
+    # a data file that rank 1 hashes when the two ranks verify together: its verdict must reach rank 0
+    (name,) = [n for n in hash_shares(read_marker(newest)["files"], 2)[1] if n.endswith(".distcp")]
+    shard = newest / name
     data = bytearray(shard.read_bytes())
     data[100] ^= 0xFF
     shard.write_bytes(bytes(data))
@@ -112,7 +115,7 @@ def test_corrupt_newest_checkpoint_falls_back_and_still_matches(tmp_path: Path) 
     assert result["restored_from"] == 5
     assert result["digest"] == read_result(straight)["digest"]
     (event,) = [e for e in read_events(run) if e["event"] == "ckpt_quarantined"]
-    assert event["step"] == 10 and "__1_0.distcp" in event["reason"]
+    assert event["step"] == 10 and name in event["reason"]
 
 
 def test_all_checkpoints_unusable_exits_non_zero_with_named_error(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from training.checkpoint import (
     NoUsableCheckpointError,
     _InFlight,
     file_checksums,
+    hash_shares,
     list_committed,
     read_marker,
     step_dir_name,
@@ -59,6 +60,14 @@ def _train_and_save(mgr: CheckpointManager, state, steps: list[int]) -> dict[int
         digests[step] = _digest(state)
     mgr.wait()
     return digests
+
+
+def _one_committed(root: Path, step: int) -> Path:
+    """A sync manager commits one checkpoint of the tiny state at ``step``; returns its directory."""
+    mgr = _manager(root)
+    _train_and_save(mgr, tiny_app_state(0), [step])
+    mgr.close()
+    return root / step_dir_name(step)
 
 
 def _events(root: Path, name: str) -> list[dict]:
@@ -165,11 +174,7 @@ def test_metadata_that_does_not_describe_the_files_is_quarantined(tmp_path: Path
 
 
 def test_layout_check_names_unlisted_and_unreadable_files(tmp_path: Path) -> None:
-    root = tmp_path / "ckpt"
-    mgr = _manager(root)
-    _train_and_save(mgr, tiny_app_state(0), [1])
-    mgr.close()
-    ckpt = root / step_dir_name(1)
+    ckpt = _one_committed(tmp_path / "ckpt", 1)
     (ckpt / "__9_0.distcp").write_bytes(b"stray")
     assert "__9_0.distcp" in (storage_layout_error(ckpt) or "")
     (ckpt / ".metadata").write_bytes(b"\x00" * 8)
@@ -503,3 +508,26 @@ def test_a_restore_waits_for_a_commit_still_running(tmp_path: Path) -> None:
     assert _manager(root).load_latest(fresh) == 4
     assert flight.error is None and fresh.step == 4
     mgr.close()
+
+
+def test_hash_shares_split_the_bytes_evenly_and_cover_each_file_once() -> None:
+    files = {name: {"bytes": size} for name, size in [("a", 100), ("b", 90), ("c", 60), ("d", 40), (".metadata", 5)]}
+    shares = hash_shares(files, 2)
+    assert sorted(n for share in shares for n in share) == sorted(files)
+    loads = [sum(files[n]["bytes"] for n in share) for share in shares]
+    assert loads == [145, 150]  # a+d+.metadata, b+c
+    assert hash_shares(files, 2) == shares  # every rank computes the same split
+    assert hash_shares(files, 1) == [sorted(files, key=lambda n: -files[n]["bytes"])]
+    assert [len(s) for s in hash_shares(files, 8)] == [1, 1, 1, 1, 1, 0, 0, 0]
+
+
+def test_each_rank_hashes_only_its_share_and_together_they_find_a_bit_flip(tmp_path: Path) -> None:
+    path = _one_committed(tmp_path / "ckpt", 2)
+    shares = hash_shares(read_marker(path)["files"], 2)
+    victim = shares[1][0]
+    data = bytearray((path / victim).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (path / victim).write_bytes(bytes(data))
+    assert verify_checkpoint(path, share=(0, 2), check_layout=False) is None  # not rank 0's file
+    assert victim in verify_checkpoint(path, share=(1, 2), check_layout=False)
+    assert victim in verify_checkpoint(path)
