@@ -28,6 +28,7 @@ import hashlib
 import inspect
 import json
 import os
+import queue
 import re
 import shutil
 import threading
@@ -364,10 +365,39 @@ class _NvrxAsync:
             kwargs["preload_fn"] = preload_fn
         self._schedule(self._core.AsyncRequest(**kwargs))
 
-    def finalize(self, blocking: bool) -> bool:
-        """Run finalize fns of finished requests (collective); True when nothing is in flight."""
-        self.queue.maybe_finalize_async_calls(blocking=blocking)
+    def finalize(self, blocking: bool, *, no_dist: bool = False) -> bool:
+        """Run finalize fns of finished requests (collective); True when nothing is in flight.
+
+        ``blocking`` first waits for this rank's writer itself, checking that the process is alive: NVRx's own
+        blocking wait polls the completion queue forever once the writer has died (killed by the OOM killer,
+        or, in NVRx 0.4, ended by an exception in the write). Every rank then makes the same non-blocking
+        calls, each of which agrees on completion with one collective. ``no_dist`` (tests on CPU) skips that
+        agreement, whose ``all_reduce`` NVRx runs on a CUDA tensor.
+        """
+        if not blocking:
+            self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
+        while blocking and self.queue.get_num_unfinalized_calls():
+            self._wait_for_writer(self.queue.async_calls[0].async_caller)
+            self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
         return self.queue.get_num_unfinalized_calls() == 0
+
+    @staticmethod
+    def _wait_for_writer(caller: Any, poll_s: float = 0.5) -> None:
+        """Until ``caller``'s writer has completed its current request; raises if the writer process is gone.
+
+        Takes the completion off NVRx's queue the way ``is_current_async_call_done`` does (into ``cur_item``),
+        so NVRx's next check sees it.
+        """
+        while caller.cur_item is None:
+            try:
+                caller.cur_item = caller.comp_q.get(timeout=poll_s)
+            except queue.Empty:
+                process = caller.process
+                if process is None or not process.is_alive():
+                    code = None if process is None else process.exitcode
+                    raise CheckpointWriteError(
+                        f"the NVRx checkpoint writer process died (exit code {code}) before finishing its request"
+                    ) from None
 
     def close(self, *, collective: bool = True) -> None:
         """Finish and stop the worker. ``collective=False`` (error path): abandon it without collectives.
@@ -377,6 +407,11 @@ class _NvrxAsync:
         layer) that blocked the rank until the Wrapper's hard timeout killed it (seen on 2 x H200).
         """
         if collective:
+            try:
+                self.finalize(blocking=True)  # NVRx's close would wait for a dead writer forever
+            except CheckpointWriteError:
+                self.close(collective=False)
+                raise
             _LIVE_NVRX.discard(self)
             self.queue.close()
             return
@@ -426,7 +461,6 @@ class _NvrxAsync:
         the wrong bytes (seen on 2 x H200 after in-process restarts: a checksummed checkpoint that failed to
         unpickle, and later a commit refused by :func:`storage_layout_error`).
         """
-        import queue
 
         from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
 

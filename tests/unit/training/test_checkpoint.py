@@ -531,3 +531,34 @@ def test_each_rank_hashes_only_its_share_and_together_they_find_a_bit_flip(tmp_p
     assert verify_checkpoint(path, share=(0, 2), check_layout=False) is None  # not rank 0's file
     assert victim in verify_checkpoint(path, share=(1, 2), check_layout=False)
     assert victim in verify_checkpoint(path)
+
+
+NVRX_DEAD_WRITER_SCRIPT = """
+import os, signal, sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
+from training.checkpoint import CheckpointWriteError, _NvrxAsync
+
+nvrx = _NvrxAsync()  # real NVRx queue and persistent writer process
+nvrx.finalize(blocking=True, no_dist=True)  # its warm-up request
+print("warm", nvrx.pending(), flush=True)
+nvrx._schedule(nvrx._core.AsyncRequest(async_fn=time.sleep, async_fn_args=(120,), finalize_fns=[]))
+worker = nvrx.queue.persistent_caller.process
+os.kill(worker.pid, signal.SIGKILL)  # the writer dies mid-write (the OOM killer, say)
+try:
+    nvrx.finalize(blocking=True, no_dist=True)
+except CheckpointWriteError as exc:
+    print("finalize raised:", exc, flush=True)
+try:
+    nvrx.close()  # NVRx's own close would wait for the dead writer too
+except CheckpointWriteError:
+    print("close raised; writer reaped", nvrx.queue.persistent_caller is None, flush=True)
+"""
+
+
+def test_a_dead_nvrx_writer_fails_the_wait_instead_of_hanging_it() -> None:
+    """NVRx's blocking finalize polls its completion queue forever once the writer process is gone."""
+    out = _run_nvrx_script(NVRX_DEAD_WRITER_SCRIPT, timeout_s=90)
+    assert "warm 0" in out
+    assert "finalize raised: the NVRx checkpoint writer process died (exit code -9)" in out
+    assert "close raised; writer reaped True" in out
