@@ -95,6 +95,18 @@ def test_commit_and_restore_round_trip(tmp_path: Path, mode: str) -> None:
     loader.close()
 
 
+def test_a_sync_save_stalls_the_loop_until_its_commit_is_done(tmp_path: Path) -> None:
+    """The stall a synchronous save reports covers the commit too (the loop waits for it)."""
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, "sync")
+    _train_and_save(mgr, tiny_app_state(0), [1, 2])
+    mgr.close()
+    order = [(e["event"], e["step"]) for e in read_events(tmp_path) if e["event"].startswith("ckpt_")]
+    assert order == [(name, step) for step in (1, 2) for name in ("ckpt_begin", "ckpt_committed", "ckpt_staged")]
+    staged, committed = _events(root, "ckpt_staged"), _events(root, "ckpt_committed")
+    assert all(s["stall_s"] >= c["write_s"] for s, c in zip(staged, committed, strict=True))
+
+
 def test_async_save_snapshots_the_state_at_save_time(tmp_path: Path) -> None:
     root = tmp_path / "ckpt"
     mgr = _manager(root, "async", write_delay_s=0.2)
