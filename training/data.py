@@ -1,31 +1,56 @@
-"""Tokenizer, offline corpus, memory-mapped token shards and the resumable data-parallel sampler.
+"""Tokenizers, offline corpus, memory-mapped token shards and the resumable data-parallel sampler.
 
 Shard layout of a data directory::
 
-    index.json          {"format": 1, "dtype": "uint16", "vocab_size": V, "splits": {"train": [...], "val": [...]}}
-    train_00000.bin     uint16 tokens, documents separated by EOS
+    index.json          {"format": 1, "dtype": "uint16", "vocab_size": V, "tokenizer": {"kind": "bytes"},
+                         "splits": {"train": [...], "val": [...]}}
+    train_00000.bin     tokens (``dtype``), documents separated by EOS
     val_00000.bin
 
+``dtype`` is ``uint16`` when ``vocab_size <= 65536``, else ``uint32`` (an index without it is ``uint16``).
+``tokenizer`` names what made the data: ``{"kind": "bytes"}`` (:class:`ByteTokenizer`) or
+``{"kind": "hf", "path": ..., "sha256": ..., "eos_id": ..., "bos_id": ...}`` (:class:`HFTokenizer`).
 Every split entry is ``{"file": name, "tokens": n}``. Shards are read with ``numpy.memmap`` so many
 ranks can share one copy on a shared file system.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import os
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 INDEX_FILE = "index.json"
-DTYPE = np.uint16
+DTYPE = np.uint16  # shards of an index without "dtype"
+DTYPES: dict[str, type[np.unsignedinteger]] = {"uint16": np.uint16, "uint32": np.uint32}
 FORMAT_VERSION = 1
+HF_TOKENIZER_FILE = "tokenizer.json"
+HF_TOKENIZER_CONFIG = "tokenizer_config.json"
+_ENCODE_BATCH = 256  # documents per encode_batch call
+
+
+def shard_dtype(vocab_size: int) -> str:
+    """The narrowest shard dtype that holds every id of a ``vocab_size`` vocabulary."""
+    return "uint16" if vocab_size <= 1 << 16 else "uint32"
+
+
+class Tokenizer(Protocol):
+    """What :func:`write_shards` needs of a tokenizer."""
+
+    vocab_size: int
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]: ...
+
+    def info(self) -> dict[str, Any]: ...
 
 
 class ByteTokenizer:
@@ -40,11 +65,82 @@ class ByteTokenizer:
         ids = list(text.encode("utf-8"))
         return ([self.BOS] if bos else []) + ids + ([self.EOS] if eos else [])
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """``encode`` (with EOS) of every text."""
+        return [self.encode(t) for t in texts]
+
     def decode(self, ids: Iterable[int]) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
+    def info(self) -> dict[str, Any]:
+        """The ``tokenizer`` entry of ``index.json``."""
+        return {"kind": "bytes"}
+
 
 TOKENIZER = ByteTokenizer()
+
+
+def _config_token(value: Any) -> str | None:
+    """A ``bos_token`` / ``eos_token`` of ``tokenizer_config.json``: a string or ``{"content": ...}``."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+class HFTokenizer:
+    """A Hugging Face ``tokenizer.json`` (``tokenizers`` library); every encoded document ends with ``EOS``.
+
+    ``path`` is the file or a directory holding it (a model repo). BOS/EOS come from the
+    ``tokenizer_config.json`` next to it unless ``bos_token`` / ``eos_token`` are given; EOS is required.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, eos_token: str | None = None, bos_token: str | None = None
+    ) -> None:
+        from tokenizers import Tokenizer as _Tokenizer  # only data preparation needs it
+
+        file = Path(path)
+        if file.is_dir():
+            file = file / HF_TOKENIZER_FILE
+        if not file.is_file():
+            raise FileNotFoundError(f"no Hugging Face tokenizer at {path} (expected {HF_TOKENIZER_FILE} or its dir)")
+        self.path = file.resolve()
+        self._tok = _Tokenizer.from_file(str(self.path))
+        self.vocab_size = int(self._tok.get_vocab_size(with_added_tokens=True))
+        config_path = self.path.parent / HF_TOKENIZER_CONFIG
+        config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+        eos = eos_token or _config_token(config.get("eos_token"))
+        if eos is None:
+            where = f"no eos_token in {config_path}" if config_path.is_file() else f"no {config_path}"
+            raise ValueError(f"{self.path}: cannot tell the EOS token ({where}); pass it with --eos-token TEXT")
+        self.EOS = self._token_id(eos, "EOS")
+        bos = bos_token or _config_token(config.get("bos_token"))
+        self.BOS = self._token_id(bos, "BOS") if bos else None
+
+    def _token_id(self, token: str, role: str) -> int:
+        token_id = self._tok.token_to_id(token)
+        if token_id is None:
+            raise ValueError(f"{role} token {token!r} is not in the vocabulary of {self.path}")
+        return int(token_id)
+
+    def encode(self, text: str, *, bos: bool = False, eos: bool = True) -> list[int]:
+        if bos and self.BOS is None:
+            raise ValueError(f"{self.path} has no BOS token")
+        head = [self.BOS] if bos and self.BOS is not None else []
+        return [*head, *self._tok.encode(text, add_special_tokens=False).ids, *([self.EOS] if eos else [])]
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """``encode`` (with EOS) of every text, in parallel."""
+        return [[*e.ids, self.EOS] for e in self._tok.encode_batch(texts, add_special_tokens=False)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def info(self) -> dict[str, Any]:
+        """The ``tokenizer`` entry of ``index.json``."""
+        sha = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        return {"kind": "hf", "path": str(self.path), "sha256": sha, "eos_id": self.EOS, "bos_id": self.BOS}
+
 
 _SUBJECTS = [
     "the cluster",
@@ -84,42 +180,78 @@ def write_shards(
     *,
     split: str,
     shard_tokens: int = 1 << 22,
-    tokenizer: ByteTokenizer = TOKENIZER,
+    tokenizer: Tokenizer = TOKENIZER,
+    dtype: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Tokenize ``documents`` into ``<split>_NNNNN.bin`` files of at most ``shard_tokens`` tokens each."""
+    """Tokenize ``documents`` into ``<split>_NNNNN.bin`` files of at most ``shard_tokens`` tokens each.
+
+    ``dtype`` defaults to :func:`shard_dtype` of the tokenizer's vocabulary; an id it cannot hold is a ``ValueError``.
+    """
+    dtype = dtype or shard_dtype(tokenizer.vocab_size)
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown shard dtype {dtype!r} (one of {', '.join(DTYPES)})")
+    np_dtype, limit = DTYPES[dtype], int(np.iinfo(DTYPES[dtype]).max)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     entries: list[dict[str, Any]] = []
-    buf: list[int] = []
+    chunks: list[np.ndarray] = []
+    pending = 0
 
-    def flush() -> None:
+    def flush(arr: np.ndarray) -> None:
         name = f"{split}_{len(entries):05d}.bin"
-        arr = np.asarray(buf, dtype=DTYPE)
         tmp = out / (name + ".tmp")
         arr.tofile(tmp)
         os.replace(tmp, out / name)
         entries.append({"file": name, "tokens": int(arr.size)})
-        buf.clear()
 
-    for doc in documents:
-        buf.extend(tokenizer.encode(doc))
-        while len(buf) >= shard_tokens:
-            rest = buf[shard_tokens:]
-            del buf[shard_tokens:]
-            flush()
-            buf.extend(rest)
-    if buf or not entries:
-        flush()
+    docs = iter(documents)
+    while batch := list(itertools.islice(docs, _ENCODE_BATCH)):
+        for ids in tokenizer.encode_batch(batch):
+            arr = np.asarray(ids, dtype=np.int64)
+            if arr.size and (arr.min() < 0 or arr.max() > limit):
+                bad = int(arr.max() if arr.max() > limit else arr.min())
+                raise ValueError(
+                    f"token id {bad} does not fit {dtype} shards (ids 0..{limit}; vocab_size {tokenizer.vocab_size})"
+                )
+            chunks.append(arr.astype(np_dtype))
+            pending += arr.size
+            if pending >= shard_tokens:
+                buf = np.concatenate(chunks)
+                while buf.size >= shard_tokens:
+                    flush(buf[:shard_tokens])
+                    buf = buf[shard_tokens:]
+                chunks, pending = [buf], int(buf.size)
+    if pending or not entries:
+        flush(np.concatenate(chunks) if chunks else np.empty(0, dtype=np_dtype))
     return entries
 
 
-def write_index(out_dir: str | os.PathLike[str], splits: dict[str, list[dict[str, Any]]], vocab_size: int) -> Path:
-    """Write ``index.json`` atomically (readers treat its presence as "data ready")."""
+def write_index(
+    out_dir: str | os.PathLike[str],
+    splits: dict[str, list[dict[str, Any]]],
+    vocab_size: int,
+    *,
+    tokenizer: dict[str, Any] | None = None,
+    dtype: str | None = None,
+) -> Path:
+    """Write ``index.json`` atomically (readers treat its presence as "data ready").
+
+    ``dtype`` defaults to :func:`shard_dtype` of ``vocab_size`` (what :func:`write_shards` chose); ``tokenizer`` is
+    the tokenizer's ``info()`` (default: the byte tokenizer).
+    """
+    dtype = dtype or shard_dtype(vocab_size)
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown shard dtype {dtype!r} (one of {', '.join(DTYPES)})")
+    index = {
+        "format": FORMAT_VERSION,
+        "dtype": dtype,
+        "vocab_size": vocab_size,
+        "tokenizer": tokenizer or TOKENIZER.info(),
+        "splits": splits,
+    }
     path = Path(out_dir) / INDEX_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(
-        json.dumps({"format": FORMAT_VERSION, "dtype": "uint16", "vocab_size": vocab_size, "splits": splits})
-    )
+    tmp.write_text(json.dumps(index))
     os.replace(tmp, path)
     return path
 
@@ -147,12 +279,16 @@ class TokenShards:
         if split not in index["splits"]:
             raise KeyError(f"split {split!r} not in {index_path} (has {', '.join(index['splits'])})")
         self.vocab_size = int(index["vocab_size"])
+        self.dtype = str(index.get("dtype", "uint16"))
+        if self.dtype not in DTYPES:
+            raise ValueError(f"{index_path}: unknown dtype {self.dtype!r} (expected one of {', '.join(DTYPES)})")
+        self.tokenizer: dict[str, Any] = index.get("tokenizer", {"kind": "bytes"})
         self.seq_len = seq_len
         self._maps: list[np.memmap] = []
         self._starts: list[int] = []  # first window id of each shard
         total = 0
         for entry in index["splits"][split]:
-            mm = np.memmap(self.dir / entry["file"], dtype=DTYPE, mode="r")
+            mm = np.memmap(self.dir / entry["file"], dtype=DTYPES[self.dtype], mode="r")
             if mm.size != entry["tokens"]:
                 raise ValueError(f"{entry['file']}: {mm.size} tokens on disk, index says {entry['tokens']}")
             n_windows = (mm.size - 1) // seq_len

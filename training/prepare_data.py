@@ -2,7 +2,11 @@
 
     python -m training.prepare_data --out DIR --generate 8            # 8 MB of project-generated text
     python -m training.prepare_data --out DIR --source /data/c4/en    # *.txt, *.json / *.jsonl (C4: "text"), *.gz
+    python -m training.prepare_data --out DIR --source /data/c4/en --tokenizer /models/Llama-3.1-8B
 
+Without ``--tokenizer`` text is byte-tokenized (vocabulary 264). ``--tokenizer PATH`` takes a Hugging Face
+``tokenizer.json`` or a directory holding one; its EOS token comes from the ``tokenizer_config.json`` next to it,
+or ``--eos-token``. Shards are uint16, or uint32 for vocabularies above 65,536 tokens (``dtype`` in index.json).
 Every ``--val-every``-th document goes to the ``val`` split, the rest to ``train``. Progress goes to stderr.
 """
 
@@ -16,7 +20,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from training.data import TOKENIZER, generate_corpus, write_index, write_shards
+from training.data import TOKENIZER, HFTokenizer, Tokenizer, generate_corpus, write_index, write_shards
 
 TEXT_SUFFIXES = (".txt", ".json", ".jsonl")
 
@@ -88,16 +92,18 @@ def split_documents(docs: Iterable[str], val_every: int) -> tuple[list[str], lis
     return train, val
 
 
-def prepare(out: Path, docs: Iterable[str], *, val_every: int, shard_tokens: int) -> dict[str, int]:
+def prepare(
+    out: Path, docs: Iterable[str], *, val_every: int, shard_tokens: int, tokenizer: Tokenizer = TOKENIZER
+) -> dict[str, int]:
     """Write train/val shards + ``index.json``; returns tokens per split."""
     train, val = split_documents(docs, val_every)
     if not val:
         val = train[-1:]
     splits = {
-        "train": write_shards(out, train, split="train", shard_tokens=shard_tokens),
-        "val": write_shards(out, val, split="val", shard_tokens=shard_tokens),
+        "train": write_shards(out, train, split="train", shard_tokens=shard_tokens, tokenizer=tokenizer),
+        "val": write_shards(out, val, split="val", shard_tokens=shard_tokens, tokenizer=tokenizer),
     }
-    write_index(out, splits, TOKENIZER.vocab_size)
+    write_index(out, splits, tokenizer.vocab_size, tokenizer=tokenizer.info())
     return {k: sum(e["tokens"] for e in v) for k, v in splits.items()}
 
 
@@ -110,12 +116,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     src.add_argument("--generate", type=float, metavar="N_MB", help="generate N MB of offline text instead")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated corpus")
     p.add_argument("--val-every", type=int, default=100, help="every N-th document goes to val (0 = none)")
-    p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard file (uint16)")
-    return p.parse_args(argv)
+    p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard file (uint16 or uint32)")
+    p.add_argument(
+        "--tokenizer",
+        type=Path,
+        metavar="PATH",
+        help="Hugging Face tokenizer.json, or a directory holding one (a model repo); default: bytes",
+    )
+    p.add_argument(
+        "--eos-token",
+        metavar="TEXT",
+        help="EOS token between documents (with --tokenizer; default: eos_token of tokenizer_config.json)",
+    )
+    args = p.parse_args(argv)
+    if args.eos_token is not None and args.tokenizer is None:
+        p.error("--eos-token needs --tokenizer")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    tokenizer: Tokenizer = TOKENIZER
+    if args.tokenizer is not None:
+        tokenizer = hf = HFTokenizer(args.tokenizer, eos_token=args.eos_token)
+        print(f"[prepare_data] tokenizer {hf.path}: vocab {hf.vocab_size}, EOS id {hf.EOS}", file=sys.stderr)
     if args.generate is not None:
         n = int(args.generate * 1e6)
         docs: Iterable[str] = _Progress("generate", n)(generate_corpus(n, args.seed))
@@ -128,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 yield from read_documents(f)
 
         docs = _Progress(f"{len(files)} files", total)(all_docs())
-    counts = prepare(args.out, docs, val_every=args.val_every, shard_tokens=args.shard_tokens)
+    counts = prepare(args.out, docs, val_every=args.val_every, shard_tokens=args.shard_tokens, tokenizer=tokenizer)
     print(f"[prepare_data] wrote {counts['train']} train and {counts['val']} val tokens to {args.out}")
     return 0
 

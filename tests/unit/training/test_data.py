@@ -1,4 +1,4 @@
-"""Tokenizer, generated corpus, shards and the resumable sampler."""
+"""Tokenizers (bytes and a real Hugging Face tokenizer.json), generated corpus, shards and the resumable sampler."""
 
 from __future__ import annotations
 
@@ -7,17 +7,50 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from training.data import (
     INDEX_FILE,
     TOKENIZER,
+    HFTokenizer,
     ResumableSampler,
     TokenShards,
     ensure_generated_corpus,
     generate_corpus,
+    shard_dtype,
     write_index,
     write_shards,
 )
+
+BOS, EOS = "<|begin_of_text|>", "<|end_of_text|>"
+BASE_VOCAB = 371  # 2 specials + 256 byte-level symbols + merges learnt from _SENTENCES (tokenizers 0.23.3)
+_SENTENCES = [
+    "The trainer restores the model state after a fault.",
+    "Each node reads every shard of the data, then the job commits a checkpoint.",
+    "Héllo wörld: ünïcode text survives byte-level BPE.",
+]
+
+
+def make_hf_tokenizer(directory: Path, *, extra_tokens: int = 0, config: dict[str, object] | None = None) -> Path:
+    """A real byte-level BPE ``tokenizer.json`` (BOS id 0, EOS id 1) trained offline, plus ``extra_tokens`` added
+    tokens ``<t0>``, ``<t1>``, ...; writes ``config`` as ``tokenizer_config.json`` unless it is ``None``."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=[BOS, EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_SENTENCES, trainer)
+    if extra_tokens:
+        tok.add_tokens([f"<t{i}>" for i in range(extra_tokens)])
+    directory.mkdir(parents=True, exist_ok=True)
+    tok.save(str(directory / "tokenizer.json"))
+    if config is not None:
+        (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return directory
 
 
 def test_tokenizer_round_trip_with_specials() -> None:
@@ -108,3 +141,60 @@ def test_sampler_rejects_state_of_other_data() -> None:
         s.load_state_dict({"position": 0, "seed": 2, "n_samples": 10})
     with pytest.raises(ValueError, match="outside world size"):
         ResumableSampler(10, 2, rank=2, world_size=2)
+
+
+def test_shard_dtype_follows_the_vocabulary(tmp_path: Path) -> None:
+    assert [shard_dtype(v) for v in (264, 65_536, 65_537, 128_256)] == ["uint16", "uint16", "uint32", "uint32"]
+    write_index(tmp_path, {"train": []}, 264)
+    index = json.loads((tmp_path / INDEX_FILE).read_text())
+    assert (index["dtype"], index["tokenizer"]) == ("uint16", {"kind": "bytes"})
+    write_index(tmp_path, {"train": []}, 128_256, tokenizer={"kind": "hf", "eos_id": 128_001})
+    index = json.loads((tmp_path / INDEX_FILE).read_text())
+    assert (index["dtype"], index["tokenizer"]) == ("uint32", {"kind": "hf", "eos_id": 128_001})
+
+
+def test_old_index_without_dtype_reads_as_uint16(tmp_path: Path) -> None:
+    entries = write_shards(tmp_path, ["abc" * 20], split="train")
+    assert (tmp_path / entries[0]["file"]).stat().st_size == 2 * 61
+    (tmp_path / INDEX_FILE).write_text(json.dumps({"format": 1, "vocab_size": 264, "splits": {"train": entries}}))
+    shards = TokenShards(tmp_path, "train", seq_len=12)
+    assert (shards.dtype, shards.tokenizer, len(shards)) == ("uint16", {"kind": "bytes"}, 5)
+    assert shards.window(0).tolist() == list(b"abc" * 4 + b"a")
+    assert shards.window(len(shards) - 1)[-1] == TOKENIZER.EOS
+
+
+def test_unknown_dtype_and_out_of_range_ids_are_clear_errors(tmp_path: Path) -> None:
+    entries = write_shards(tmp_path, ["a" * 100], split="train")
+    write_index(tmp_path, {"train": entries}, 264, dtype="uint16")
+    index = json.loads((tmp_path / INDEX_FILE).read_text())
+    (tmp_path / INDEX_FILE).write_text(json.dumps({**index, "dtype": "int8"}))
+    with pytest.raises(ValueError, match=r"index\.json: unknown dtype 'int8'"):
+        TokenShards(tmp_path, "train", 8)
+
+    wide = HFTokenizer(make_hf_tokenizer(tmp_path / "tok", extra_tokens=70_000, config={"eos_token": EOS}))
+    big_id = wide.encode("<t69999>", eos=False)[0]
+    assert (wide.vocab_size, big_id) == (BASE_VOCAB + 70_000, BASE_VOCAB + 69_999)
+    out = tmp_path / "narrow"
+    with pytest.raises(ValueError, match=f"token id {big_id} does not fit uint16 shards"):
+        write_shards(out, ["fine", "then <t69999>"], split="train", tokenizer=wide, dtype="uint16")
+    assert not list(out.glob("*.bin"))
+
+
+def test_hf_tokenizer_special_tokens_and_round_trip(tmp_path: Path) -> None:
+    path = make_hf_tokenizer(tmp_path / "repo", config={"bos_token": BOS, "eos_token": {"content": EOS}})
+    tok = HFTokenizer(path)
+    assert (tok.BOS, tok.EOS, tok.vocab_size) == (0, 1, BASE_VOCAB)
+    ids = tok.encode(_SENTENCES[2], bos=True)
+    assert ids[0] == 0 and ids[-1] == 1 and 0 not in ids[1:-1] and 1 not in ids[1:-1]
+    assert tok.decode(ids) == _SENTENCES[2]
+    assert tok.encode_batch(_SENTENCES[:2]) == [tok.encode(s) for s in _SENTENCES[:2]]
+    info = tok.info()
+    assert (info["kind"], info["path"], info["eos_id"], info["bos_id"]) == ("hf", str(path / "tokenizer.json"), 1, 0)
+    assert HFTokenizer(path / "tokenizer.json", eos_token=BOS).EOS == 0  # override wins over the config
+    with pytest.raises(ValueError, match="'<eos>' is not in the vocabulary"):
+        HFTokenizer(path, eos_token="<eos>")
+    bare = make_hf_tokenizer(tmp_path / "bare")
+    with pytest.raises(ValueError, match=r"cannot tell the EOS token.*--eos-token"):
+        HFTokenizer(bare)
+    with pytest.raises(FileNotFoundError, match="no Hugging Face tokenizer"):
+        HFTokenizer(tmp_path / "nowhere")
