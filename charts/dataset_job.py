@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from cdk8s_plus_36 import k8s
 from constructs import Construct
 
@@ -16,16 +18,21 @@ _BACKOFF_LIMIT = 2
 
 
 def dataset_dir(cfg: ProjectConfig) -> str:
-    """``train.data_dir`` if set, else ``<mount_path>/data/<model size>-seq<seq_len>``."""
-    return cfg.train.data_dir or f"{cfg.storage.mount_path}/data/{cfg.model.size}-seq{cfg.train.seq_len}"
+    """``train.data_dir`` if set, else ``<mount_path>/data/<model>-seq<seq_len>``, where ``<model>`` is
+    ``hf-<directory name>`` with ``model.hf_checkpoint`` (its tokenizer makes different shards) or the size."""
+    hf = cfg.model.hf_checkpoint
+    model = f"hf-{PurePosixPath(hf).name}" if hf else cfg.model.size
+    return cfg.train.data_dir or f"{cfg.storage.mount_path}/data/{model}-seq{cfg.train.seq_len}"
 
 
 def prepare_data_args(cfg: ProjectConfig) -> list[str]:
     """``python -m training.prepare_data``: tokenize ``train.corpus_source`` (or generate the offline corpus) into
-    shards at :func:`dataset_dir`. Training reads them when ``train.data_dir`` points there."""
+    shards at :func:`dataset_dir`, with the tokenizer of ``model.hf_checkpoint`` when set. Training reads them
+    when ``train.data_dir`` points there."""
     source = ["--source", cfg.train.corpus_source] if cfg.train.corpus_source else []
     source = source or ["--generate", f"{cfg.train.generated_corpus_mb:g}"]
-    return ["python", "-m", "training.prepare_data", "--out", dataset_dir(cfg), *source]
+    tokenizer = ["--tokenizer", cfg.model.hf_checkpoint] if cfg.model.hf_checkpoint else []
+    return ["python", "-m", "training.prepare_data", "--out", dataset_dir(cfg), *source, *tokenizer]
 
 
 class DatasetJob(Construct):

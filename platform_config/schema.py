@@ -337,7 +337,9 @@ class ModelConfig(_Strict):
     """The Llama-style decoder."""
 
     size: Literal["tiny", "small", "1b", "llama3-8b"] = "tiny"
-    hf_checkpoint: str | None = None  # optional Hugging Face weights (needs transformers + weights)
+    #: A local Hugging Face Llama directory (``config.json`` + ``*.safetensors``, e.g. on FSx): its shape replaces
+    #: ``size``, and its weights start a run that has no committed checkpoint (training/hf_checkpoint.py).
+    hf_checkpoint: str | None = None
 
 
 class TrainConfig(_Strict):

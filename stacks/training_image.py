@@ -16,7 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = "training/Dockerfile"
 DOCKERIGNORE = REPO_ROOT / "training" / ".dockerignore"
 #: Packages the image needs besides the DLC's own (torch, numpy): versions come from requirements.txt.
-RUNTIME_PACKAGES = ("pydantic", "PyYAML")
+RUNTIME_PACKAGES = ("pydantic", "PyYAML", "safetensors", "tokenizers", "huggingface_hub")
 
 
 def runtime_pins(requirements: Path = REPO_ROOT / "requirements.txt") -> str:

@@ -1,7 +1,8 @@
 """Llama-style decoder (RMSNorm, RoPE, SwiGLU, grouped-query attention) with named sizes.
 
 Everything here is plain PyTorch so it runs on CPU (fp32, gloo) and on CUDA (bf16 via FSDP2's
-mixed-precision policy). Weights are random (Hugging Face weight loading is not implemented).
+mixed-precision policy). Weights are random unless ``model.hf_checkpoint`` names Hugging Face Llama weights
+(:mod:`training.hf_checkpoint`, which also reads their shape).
 """
 
 from __future__ import annotations
@@ -12,6 +13,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """Llama 3.1's RoPE frequency scaling (Hugging Face ``rope_type: llama3``)."""
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: int
 
 
 @dataclass(frozen=True)
@@ -26,6 +37,7 @@ class ModelArgs:
     max_seq_len: int = 4096
     norm_eps: float = 1e-5
     rope_theta: float = 500000.0
+    rope_scaling: RopeScaling | None = None
     vocab_size: int = 0
 
     @property
@@ -56,11 +68,33 @@ class RMSNorm(nn.Module):
         return out.type_as(x) * self.weight
 
 
-def rope_tables(head_dim: int, seq_len: int, theta: float, device: torch.device | None = None) -> torch.Tensor:
+def rope_tables(
+    head_dim: int,
+    seq_len: int,
+    theta: float,
+    device: torch.device | None = None,
+    scaling: RopeScaling | None = None,
+) -> torch.Tensor:
     """Cos/sin tables of shape ``(seq_len, head_dim // 2, 2)``."""
     freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim))
+    if scaling is not None:
+        freqs = scale_rope_frequencies(freqs, scaling)
     angles = torch.outer(torch.arange(seq_len, dtype=torch.float32, device=device), freqs)
     return torch.stack([angles.cos(), angles.sin()], dim=-1)
+
+
+def scale_rope_frequencies(freqs: torch.Tensor, sc: RopeScaling) -> torch.Tensor:
+    """Llama 3.1's scaling: low frequencies divided by ``factor``, high ones kept, a smooth blend between."""
+    low_wavelen = sc.original_max_position_embeddings / sc.low_freq_factor
+    high_wavelen = sc.original_max_position_embeddings / sc.high_freq_factor
+    wavelen = 2 * math.pi / freqs
+    scaled = torch.where(wavelen > low_wavelen, freqs / sc.factor, freqs)
+    smooth = (sc.original_max_position_embeddings / wavelen - sc.low_freq_factor) / (
+        sc.high_freq_factor - sc.low_freq_factor
+    )
+    blended = (1 - smooth) * scaled / sc.factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(medium, blended, scaled)
 
 
 def apply_rope(x: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
@@ -137,7 +171,8 @@ class Transformer(nn.Module):
         self.norm = RMSNorm(args.dim, args.norm_eps)
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
         # Not a parameter/buffer in the state dict: recomputed, so checkpoints stay model-only.
-        self.register_buffer("rope", rope_tables(args.head_dim, args.max_seq_len, args.rope_theta), persistent=False)
+        tables = rope_tables(args.head_dim, args.max_seq_len, args.rope_theta, scaling=args.rope_scaling)
+        self.register_buffer("rope", tables, persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -162,11 +197,14 @@ class Transformer(nn.Module):
         return self.output(self.norm(h))
 
 
-def build_model(size: str, vocab_size: int, *, max_seq_len: int | None = None) -> Transformer:
-    """A freshly initialised decoder of a named size (seed torch first for reproducible weights)."""
-    if size not in MODEL_SIZES:
-        raise ValueError(f"unknown model size {size!r}; known: {', '.join(MODEL_SIZES)}")
-    args = MODEL_SIZES[size]
+def build_model(
+    size: str, vocab_size: int, *, max_seq_len: int | None = None, args: ModelArgs | None = None
+) -> Transformer:
+    """A freshly initialised decoder of a named size, or of ``args`` (seed torch first for reproducible weights)."""
+    if args is None:
+        if size not in MODEL_SIZES:
+            raise ValueError(f"unknown model size {size!r}; known: {', '.join(MODEL_SIZES)}")
+        args = MODEL_SIZES[size]
     fields = {**args.__dict__, "vocab_size": vocab_size}
     if max_seq_len is not None:
         fields["max_seq_len"] = max_seq_len

@@ -24,8 +24,9 @@ from training.checkpoint import CheckpointManager
 from training.data import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
 from training.distributed import apply_fsdp, device, set_determinism
 from training.events import EventLog
+from training.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config
 from training.metrics import StepTimer, peak_flops_per_device
-from training.model import build_model, flops_per_token
+from training.model import ModelArgs, build_model, flops_per_token
 from training.state import AppState, state_digest
 
 #: Size of the generated offline corpus (bytes = tokens) when ``train.data_dir`` is unset.
@@ -116,9 +117,10 @@ class Trainer:
             self.sampler = ResumableSampler(
                 len(self.train_data), tc.micro_batch_size, self.rank, self.world_size, seed=tc.seed
             )
-            vocab = max(self.train_data.vocab_size, TOKENIZER.vocab_size)
+            hf_args = self._hf_model_args()
+            vocab = hf_args.vocab_size if hf_args else max(self.train_data.vocab_size, TOKENIZER.vocab_size)
             torch.manual_seed(tc.seed)  # identical initial weights on every rank, before sharding
-            model = build_model(self.cfg.model.size, vocab, max_seq_len=max(tc.seq_len, 8))
+            model = build_model(self.cfg.model.size, vocab, max_seq_len=max(tc.seq_len, 8), args=hf_args)
             self.flops_per_token = flops_per_token(model.args, tc.seq_len)
             self.model = apply_fsdp(model, self.device)
             self.optimizer = torch.optim.AdamW(
@@ -139,6 +141,28 @@ class Trainer:
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
 
+    def _hf_model_args(self) -> ModelArgs | None:
+        """The shape of ``model.hf_checkpoint`` (None without one); its vocabulary must cover the data's."""
+        path = self.cfg.model.hf_checkpoint
+        if not path:
+            return None
+        args = read_hf_config(path)
+        if self.train_data.vocab_size > args.vocab_size:
+            raise HFCheckpointError(
+                f"the data's vocabulary ({self.train_data.vocab_size} tokens) is larger than the model's in {path} "
+                f"({args.vocab_size}): tokenize with that model's tokenizer (prepare_data --tokenizer)"
+            )
+        if self.rank == 0:
+            print(f"[trainer] model shape from {path}/config.json (model.size is not used)", flush=True)
+            if self.train_data.tokenizer.get("kind") != "hf":
+                print(
+                    f"[trainer] WARNING: the training data was not tokenized with a Hugging Face tokenizer "
+                    f"({self.train_data.tokenizer}); the weights in {path} will read meaningless tokens. "
+                    f"Prepare it with: python -m training.prepare_data --tokenizer {path} ...",
+                    flush=True,
+                )
+        return args
+
     def restore(self) -> int:
         """Load the newest committed, verified checkpoint; return the step to resume from. Collective."""
         assert self.ckpt is not None, "call setup() first"
@@ -148,6 +172,14 @@ class Trainer:
                 allow_fresh_start=self.allow_fresh_start,
                 before_load=lambda s: self.hooks.fault_point("restore", s),
             )
+            if step is None and self.cfg.model.hf_checkpoint:
+                n = load_hf_weights(self.model, self.cfg.model.hf_checkpoint, rank=self.rank)
+                if self.rank == 0:
+                    print(
+                        f"[trainer] fresh start from the Hugging Face weights in {self.cfg.model.hf_checkpoint} "
+                        f"({n} tensors)",
+                        flush=True,
+                    )
         self.step = step or 0
         self.state.step = self.step
         return self.step

@@ -37,6 +37,7 @@ def main() -> int:
     p.add_argument("--fresh", action="store_true")
     p.add_argument("--save-both", type=Path, default=None)
     p.add_argument("--no-train", action="store_true", help="only restore (and --save-both)")
+    p.add_argument("--dump-model", type=Path, default=None, help="rank 0 torch.saves the full model state here")
     args = p.parse_args()
 
     cfg = config_from_dict(json.loads(args.config_json))
@@ -57,6 +58,14 @@ def main() -> int:
             mgr = CheckpointManager(args.save_both / mode, mode, 1, events, rank, world)
             mgr.save(trainer.step, trainer.state)
             mgr.close()
+    if args.dump_model:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full = get_model_state_dict(trainer.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if rank == 0:
+            import torch
+
+            torch.save(full, args.dump_model)
     digest = trainer.state_digest()
     if rank == 0:
         result = {

@@ -31,3 +31,14 @@ def test_arguments_are_ones_prepare_data_accepts():
         args = parse_args(prepare_data_args(cfg)[3:])
         assert str(args.out) == dataset_dir(cfg)
         assert (args.source, args.generate) in ((["/checkpoints/raw/c4"], None), (None, 64.0))
+
+
+def test_an_hf_checkpoint_brings_its_tokenizer_and_its_own_data_dir():
+    cfg = make_cfg(model={"hf_checkpoint": "/checkpoints/models/Llama-3.1-8B"})
+    from training.prepare_data import parse_args
+
+    args = parse_args(prepare_data_args(cfg)[3:])
+    assert str(args.tokenizer) == "/checkpoints/models/Llama-3.1-8B"
+    assert dataset_dir(cfg) == f"{cfg.storage.mount_path}/data/hf-Llama-3.1-8B-seq{cfg.train.seq_len}"
+    assert dataset_dir(make_cfg()) == f"{cfg.storage.mount_path}/data/{cfg.model.size}-seq{cfg.train.seq_len}"
+    assert parse_args(prepare_data_args(make_cfg())[3:]).tokenizer is None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from platform_config import config_from_dict, load_config
 from stacks.training_image import DOCKERFILE, REPO_ROOT, build_args, runtime_pins
 from tests.unit.stacks.conftest import Synthesized
@@ -20,8 +22,13 @@ def test_build_args_from_config() -> None:
 
 def test_runtime_pins_follow_requirements(tmp_path: Path) -> None:
     req = tmp_path / "requirements.txt"
-    req.write_text("pydantic==9.9.9\nPyYAML==1.2.3  # comment\nother==1\n")
-    assert runtime_pins(req) == "pydantic==9.9.9 PyYAML==1.2.3"
+    req.write_text(
+        "pydantic==9.9.9\nPyYAML==1.2.3  # comment\nother==1\nsafetensors==0.1\ntokenizers==0.2\nhuggingface_hub==0.3\n"
+    )
+    assert runtime_pins(req) == "pydantic==9.9.9 PyYAML==1.2.3 safetensors==0.1 tokenizers==0.2 huggingface_hub==0.3"
+    req.write_text("pydantic==9.9.9\nPyYAML==1.2.3\n")
+    with pytest.raises(ValueError, match="no '==' pin for"):
+        runtime_pins(req)
 
 
 def test_dockerfile_uses_the_args_and_copies_the_packages() -> None:
