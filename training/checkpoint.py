@@ -8,11 +8,13 @@ Directory layout under ``root``::
 
 Commit protocol: every rank writes its ``.distcp`` files into ``step_N.tmp/``; DCP's coordinator writes
 ``.metadata`` only after gathering every rank's write result, so once rank 0's save has returned, all ranks
-have written. Rank 0 then hashes every file, writes ``COMMITTED`` (fsync), renames the directory to
-``step_N/`` (fsync of the parent) and applies retention. For async saves this runs on a thread of its own
-(``checkpoint-commit``) once the write has finished, so the training loop goes on; the next save and every
-restore wait for it. At restore the ranks verify the newest checkpoint together, each hashing its share of
-the files (:func:`hash_shares`).
+have written. Every rank then hashes the files it wrote (still in its page cache, so no rank reads another's
+bytes back from shared storage) and publishes the sums in ``.sha256.rank<r>.json``; rank 0 merges them,
+refuses a file no rank hashed, writes ``COMMITTED`` (fsync), renames the directory to ``step_N/`` (fsync of
+the parent) and applies retention. For async saves this runs on a thread of its own (``checkpoint-commit``)
+once the write has finished, so the training loop goes on; the next save and every restore wait for it. At
+restore the ranks verify the newest checkpoint together, each hashing its share of the files
+(:func:`hash_shares`).
 
 Backends: ``sync`` = ``dcp.save``; ``async`` = NVRx ``FileSystemWriterAsync`` + persistent
 ``AsyncCallsQueue`` on CUDA, and torch's ``dcp.async_save`` on CPU (NVRx's async path calls CUDA
@@ -50,8 +52,14 @@ from training.state import AppState
 COMMIT_MARKER = "COMMITTED"
 QUARANTINE_DIR = "quarantine"
 TMP_SUFFIX = ".tmp"
-#: Name of rank 0's background commit threads (see :func:`join_commits`).
+#: Name of the background threads that hash and commit a finished write (see :func:`join_commits`).
 COMMIT_THREAD = "checkpoint-commit"
+#: In ``step_N.tmp/``: the checksums of the files one rank wrote, for rank 0's commit (removed by it).
+RANK_SUMS = ".sha256.rank{}.json"
+#: How long rank 0's commit waits for another rank's checksums.
+RANK_SUMS_WAIT_S = 600.0
+#: Bumped by :func:`abandon_async_saves`: a commit started before it stops waiting for other ranks.
+_GENERATION = [0]
 _STEP_RE = re.compile(r"^step_(\d{8})$")
 _TMP_RE = re.compile(r"^step_(\d{8})\.tmp$")
 #: Test/fault-injection hook: seconds each checkpoint write sleeps first (simulates slow storage).
@@ -90,13 +98,14 @@ def _sha256(f: Path) -> str:
     return h.hexdigest()
 
 
+def checksums(files: list[Path]) -> dict[str, dict[str, Any]]:
+    """``{file name: {"sha256", "bytes"}}`` of ``files``."""
+    return {f.name: {"sha256": _sha256(f), "bytes": f.stat().st_size} for f in files}
+
+
 def file_checksums(path: Path) -> dict[str, dict[str, Any]]:
-    """``{file name: {"sha256", "bytes"}}`` for every regular file of a checkpoint dir except the marker."""
-    return {
-        f.name: {"sha256": _sha256(f), "bytes": f.stat().st_size}
-        for f in sorted(path.iterdir())
-        if f.name != COMMIT_MARKER and f.is_file()
-    }
+    """:func:`checksums` of every regular file of a checkpoint dir except the marker."""
+    return checksums(sorted(f for f in path.iterdir() if f.name != COMMIT_MARKER and f.is_file()))
 
 
 def hash_shares(files: dict[str, dict[str, Any]], world_size: int) -> list[list[str]]:
@@ -111,6 +120,34 @@ def hash_shares(files: dict[str, dict[str, Any]], world_size: int) -> list[list[
         shares[rank].append(name)
         load[rank] += int(files[name]["bytes"])
     return shares
+
+
+def own_files(path: Path, rank: int) -> list[Path]:
+    """The files ``rank`` wrote into a checkpoint dir: DCP names them ``__<rank>_<n>.distcp`` (torch and NVRx);
+    rank 0, the coordinator, also wrote ``.metadata``."""
+    mine = [f for f in path.iterdir() if f.is_file() and f.name.startswith(f"__{rank}_")]
+    if rank == 0 and (path / ".metadata").is_file():
+        mine.append(path / ".metadata")
+    return sorted(mine)
+
+
+def publish_rank_checksums(path: Path, rank: int) -> None:
+    """Hash the files ``rank`` wrote (usually still in its page cache) and leave them for rank 0's commit.
+
+    Never raises: a failure is published as ``{"error": ...}``, so rank 0 fails the commit at once instead of
+    waiting for checksums that will not come.
+    """
+    try:
+        sums: dict[str, Any] = {
+            f.name: {"sha256": _sha256(f), "bytes": f.stat().st_size} for f in own_files(path, rank)
+        }
+    except OSError as exc:
+        sums = {"error": f"rank {rank} could not hash its files: {_describe(exc)}"}
+    final = path / RANK_SUMS.format(rank)
+    part = final.with_name(final.name + ".part")
+    with contextlib.suppress(OSError):  # the directory is gone: rank 0 gave up on this save already
+        part.write_text(json.dumps(sums))
+        os.replace(part, final)
 
 
 def read_marker(path: Path) -> dict[str, Any] | None:
@@ -274,6 +311,7 @@ def abandon_async_saves() -> int:
     ``AsyncCallsQueue.__del__`` finalizes with an ``all_reduce`` on the default group, which hangs once
     peers are gone (seen on 2 x H200 whenever the restart interrupted the trainer's own cleanup).
     """
+    _GENERATION[0] += 1  # a commit waiting for another rank's checksums stops waiting
     live = list(_LIVE_NVRX)
     for nvrx in live:
         nvrx.close(collective=False)
@@ -489,8 +527,10 @@ class _InFlight:
     future: Any = None
     #: Set when the manager gave up on this save (error path): a late completion must not commit it.
     abandoned: bool = False
-    #: Rank 0's commit of a finished async write (see :meth:`CheckpointManager._write_done`).
+    #: The thread that hashes (and on rank 0 commits) a finished async write (see ``_write_done``).
     commit_thread: threading.Thread | None = None
+    #: :data:`_GENERATION` when the save began.
+    generation: int = field(default_factory=lambda: _GENERATION[0])
 
 
 def _default_pg_timeout() -> datetime.timedelta | None:
@@ -636,6 +676,8 @@ class CheckpointManager:
         flight = _InFlight(step, tmp, t0)
         if self.rank == 0:
             self._commit(flight)
+        else:
+            publish_rank_checksums(tmp, self.rank)
         if not self._all_ok(flight.error is None):
             raise self._fail(step, flight.error or OSError("commit failed on rank 0"))
         # The loop goes on only now: a synchronous save stalls it for the write *and* the commit (its hashing
@@ -667,9 +709,10 @@ class CheckpointManager:
     def _write_done(self, flight: _InFlight, check: Callable[[], Any] | None = None) -> None:
         """Async write finished (``check`` re-raises its error): rank 0 commits; ``flight`` records the outcome.
 
-        NVRx runs this on the training thread (inside :meth:`maybe_finalize`), so rank 0's commit - a sha256
-        of every file, then fsyncs - runs on a thread of its own: inline, it stopped the loop for ~10 s per
-        save of the 1B model (11.7 GB) on 2 x H200. ``flight.done`` is set when the commit has finished.
+        NVRx runs this on the training thread (inside :meth:`maybe_finalize`), so the hashing and rank 0's
+        commit run on a thread of their own: inline, rank 0 hashing every file stopped the loop for ~10 s per
+        save of the 1B model (11.7 GB) on 2 x H200. Each rank hashes only the files it wrote, so no rank reads
+        another's bytes back from shared storage. ``flight.done`` is set when this rank's part has finished.
         """
         try:
             if check is not None:
@@ -680,16 +723,17 @@ class CheckpointManager:
             flight.error = exc
             flight.done.set()
             return
-        if self.rank != 0:
-            flight.done.set()
-            return
         thread = threading.Thread(target=self._commit_then_done, args=(flight,), name=COMMIT_THREAD, daemon=True)
         flight.commit_thread = thread
         thread.start()
 
     def _commit_then_done(self, flight: _InFlight) -> None:
+        """Every rank hashes the files it wrote; rank 0 then commits with all ranks' checksums."""
         try:
-            self._commit(flight)
+            if self.rank == 0:
+                self._commit(flight)
+            else:
+                publish_rank_checksums(flight.tmp, self.rank)
         finally:
             flight.done.set()
 
@@ -701,11 +745,20 @@ class CheckpointManager:
             during_write(flight.step)
 
     def _commit(self, flight: _InFlight) -> None:
-        """Rank 0: checksum, marker, rename, retention. Records errors on ``flight`` (never raises)."""
+        """Rank 0: checksums (its own files, then every other rank's), marker, rename, retention. Records errors
+        on ``flight`` (never raises)."""
         try:
-            files = file_checksums(flight.tmp)
-            if ".metadata" not in files:
+            if not (flight.tmp / ".metadata").is_file():
                 raise OSError(errno.EIO, f"{flight.tmp} has no .metadata: the write did not complete")
+            files = checksums(own_files(flight.tmp, 0))
+            for rank in range(1, self.world_size):
+                files.update(self._rank_checksums(flight, rank))
+            on_disk = {f.name for f in flight.tmp.iterdir() if f.is_file() and not f.name.startswith(".sha256.")}
+            unhashed = sorted(on_disk - files.keys() - {COMMIT_MARKER})
+            if unhashed:
+                raise CheckpointError(f"refusing to commit {flight.tmp}: no rank hashed {', '.join(unhashed[:5])}")
+            for rank in range(1, self.world_size):
+                (flight.tmp / RANK_SUMS.format(rank)).unlink()
             layout = storage_layout_error(flight.tmp)
             if layout is not None:
                 raise CheckpointError(f"refusing to commit {flight.tmp}: {layout}")
@@ -740,6 +793,22 @@ class CheckpointManager:
             self._retention(flight.step)
         except BaseException as exc:
             flight.error = exc
+
+    def _rank_checksums(self, flight: _InFlight, rank: int) -> dict[str, Any]:
+        """Rank 0: the checksums ``rank`` published for ``flight`` (polls; gives up when the save is abandoned,
+        an in-process restart began, or after :data:`RANK_SUMS_WAIT_S`)."""
+        path = flight.tmp / RANK_SUMS.format(rank)
+        deadline = time.monotonic() + RANK_SUMS_WAIT_S
+        while not path.is_file():
+            if flight.abandoned or flight.generation != _GENERATION[0]:
+                raise CheckpointError(f"save of step {flight.step} was abandoned; not committed")
+            if time.monotonic() > deadline:
+                raise CheckpointError(f"rank {rank} published no checksums within {RANK_SUMS_WAIT_S:.0f} s")
+            time.sleep(0.05)
+        sums = json.loads(path.read_text())
+        if "error" in sums:
+            raise CheckpointError(sums["error"])
+        return sums
 
     def _retention(self, newest: int) -> None:
         committed = list_committed(self.root)

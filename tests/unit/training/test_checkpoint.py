@@ -20,14 +20,17 @@ from tests.helpers.training_runs import single_process_group, tiny_app_state, ti
 from training.checkpoint import (
     COMMIT_MARKER,
     QUARANTINE_DIR,
+    RANK_SUMS,
     TMP_SUFFIX,
     CheckpointManager,
     CheckpointWriteError,
     NoUsableCheckpointError,
     _InFlight,
+    checksums,
     file_checksums,
     hash_shares,
     list_committed,
+    publish_rank_checksums,
     read_marker,
     step_dir_name,
     storage_layout_error,
@@ -574,3 +577,54 @@ def test_a_dead_nvrx_writer_fails_the_wait_instead_of_hanging_it() -> None:
     assert "warm 0" in out
     assert "finalize raised: the NVRx checkpoint writer process died (exit code -9)" in out
     assert "close raised; writer reaped True" in out
+
+
+def _rank0_of_two(tmp_path: Path) -> CheckpointManager:
+    """Rank 0 of a two-rank job (only its commit is driven here; rank 1 is played by the test)."""
+    return CheckpointManager(tmp_path / "ckpt", "async", 5, EventLog(tmp_path, rank=0), 0, 2)
+
+
+def test_rank0_commits_with_the_checksums_the_other_rank_published(tmp_path: Path) -> None:
+    mgr = _rank0_of_two(tmp_path)
+    flight = _finished_write(mgr.root, 1)
+    stray = flight.tmp / "__1_0.distcp"  # "rank 1's" file: .metadata does not describe it, so the layout check
+    stray.write_bytes(b"rank one")  # refuses the commit - but only after every checksum was gathered
+    publish_rank_checksums(flight.tmp, 1)
+    assert json.loads((flight.tmp / RANK_SUMS.format(1)).read_text()) == checksums([stray])
+    mgr._commit(flight)
+    assert "__1_0.distcp" in str(flight.error) and ".metadata" in str(flight.error)
+    mgr.close()
+
+
+def test_a_file_no_rank_hashed_is_never_committed(tmp_path: Path) -> None:
+    mgr = _manager(tmp_path / "ckpt", "async")
+    flight = _finished_write(mgr.root, 1)
+    (flight.tmp / "__7_0.distcp").write_bytes(b"whose?")
+    mgr._commit(flight)
+    assert "no rank hashed __7_0.distcp" in str(flight.error)
+    assert list_committed(mgr.root) == []
+    mgr.close()
+
+
+def test_a_rank_that_could_not_hash_fails_the_commit_at_once(tmp_path: Path) -> None:
+    mgr = _rank0_of_two(tmp_path)
+    flight = _finished_write(mgr.root, 1)
+    (flight.tmp / RANK_SUMS.format(1)).write_text(json.dumps({"error": "rank 1 could not hash its files: EIO"}))
+    mgr._commit(flight)
+    assert "rank 1 could not hash its files" in str(flight.error)
+    mgr.close()
+
+
+def test_an_in_process_restart_stops_a_commit_waiting_for_a_lost_rank(tmp_path: Path) -> None:
+    """Rank 1 died before publishing: the restart's abandon must end rank 0's wait (not the 600 s timeout)."""
+    from training.checkpoint import abandon_async_saves
+
+    mgr = _rank0_of_two(tmp_path)
+    flight = _finished_write(mgr.root, 1)
+    mgr._write_done(flight)  # rank 0's commit thread now waits for rank 1's checksums
+    assert not flight.done.wait(0.5)
+    abandon_async_saves()
+    assert flight.done.wait(10)
+    assert "abandoned" in str(flight.error)
+    assert list_committed(mgr.root) == []
+    mgr.close()
