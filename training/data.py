@@ -35,7 +35,7 @@ DTYPES: dict[str, type[np.unsignedinteger]] = {"uint16": np.uint16, "uint32": np
 FORMAT_VERSION = 1
 HF_TOKENIZER_FILE = "tokenizer.json"
 HF_TOKENIZER_CONFIG = "tokenizer_config.json"
-_ENCODE_BATCH = 256  # documents per encode_batch call
+ENCODE_BATCH = 256  # documents per encode_batch call
 
 
 def shard_dtype(vocab_size: int) -> str:
@@ -174,6 +174,68 @@ def generate_corpus(n_bytes: int, seed: int = 0) -> Iterator[str]:
         yield doc
 
 
+class ShardWriter:
+    """Tokenizes documents, as they come, into ``<split>_NNNNN.bin`` files of at most ``shard_tokens`` tokens.
+
+    ``dtype`` defaults to :func:`shard_dtype` of the tokenizer's vocabulary; an id it cannot hold is a ``ValueError``.
+    Memory stays at about one shard of tokens, whatever the corpus size.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str],
+        *,
+        split: str,
+        shard_tokens: int = 1 << 22,
+        tokenizer: Tokenizer = TOKENIZER,
+        dtype: str | None = None,
+    ) -> None:
+        self.dtype = dtype or shard_dtype(tokenizer.vocab_size)
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unknown shard dtype {self.dtype!r} (one of {', '.join(DTYPES)})")
+        self._np_dtype, self._limit = DTYPES[self.dtype], int(np.iinfo(DTYPES[self.dtype]).max)
+        self.out, self.split, self.shard_tokens, self.tokenizer = Path(out_dir), split, shard_tokens, tokenizer
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.entries: list[dict[str, Any]] = []
+        self.documents = 0
+        self._chunks: list[np.ndarray] = []
+        self._pending = 0
+
+    def _flush(self, arr: np.ndarray) -> None:
+        name = f"{self.split}_{len(self.entries):05d}.bin"
+        tmp = self.out / (name + ".tmp")
+        arr.tofile(tmp)
+        os.replace(tmp, self.out / name)
+        self.entries.append({"file": name, "tokens": int(arr.size)})
+
+    def add(self, documents: list[str]) -> None:
+        """Tokenize a batch of documents (one ``encode_batch`` call) and write every shard that filled up."""
+        for ids in self.tokenizer.encode_batch(documents):
+            arr = np.asarray(ids, dtype=np.int64)
+            if arr.size and (arr.min() < 0 or arr.max() > self._limit):
+                bad = int(arr.max() if arr.max() > self._limit else arr.min())
+                raise ValueError(
+                    f"token id {bad} does not fit {self.dtype} shards (ids 0..{self._limit}; "
+                    f"vocab_size {self.tokenizer.vocab_size})"
+                )
+            self._chunks.append(arr.astype(self._np_dtype))
+            self._pending += arr.size
+            self.documents += 1
+            if self._pending >= self.shard_tokens:
+                buf = np.concatenate(self._chunks)
+                while buf.size >= self.shard_tokens:
+                    self._flush(buf[: self.shard_tokens])
+                    buf = buf[self.shard_tokens :]
+                self._chunks, self._pending = [buf], int(buf.size)
+
+    def close(self) -> list[dict[str, Any]]:
+        """Write the last (partial) shard - an empty one if nothing was written - and return the index entries."""
+        if self._pending or not self.entries:
+            self._flush(np.concatenate(self._chunks) if self._chunks else np.empty(0, dtype=self._np_dtype))
+            self._chunks, self._pending = [], 0
+        return self.entries
+
+
 def write_shards(
     out_dir: str | os.PathLike[str],
     documents: Iterable[str],
@@ -183,47 +245,12 @@ def write_shards(
     tokenizer: Tokenizer = TOKENIZER,
     dtype: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Tokenize ``documents`` into ``<split>_NNNNN.bin`` files of at most ``shard_tokens`` tokens each.
-
-    ``dtype`` defaults to :func:`shard_dtype` of the tokenizer's vocabulary; an id it cannot hold is a ``ValueError``.
-    """
-    dtype = dtype or shard_dtype(tokenizer.vocab_size)
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown shard dtype {dtype!r} (one of {', '.join(DTYPES)})")
-    np_dtype, limit = DTYPES[dtype], int(np.iinfo(DTYPES[dtype]).max)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    entries: list[dict[str, Any]] = []
-    chunks: list[np.ndarray] = []
-    pending = 0
-
-    def flush(arr: np.ndarray) -> None:
-        name = f"{split}_{len(entries):05d}.bin"
-        tmp = out / (name + ".tmp")
-        arr.tofile(tmp)
-        os.replace(tmp, out / name)
-        entries.append({"file": name, "tokens": int(arr.size)})
-
+    """All of ``documents`` through one :class:`ShardWriter`; returns its index entries."""
+    writer = ShardWriter(out_dir, split=split, shard_tokens=shard_tokens, tokenizer=tokenizer, dtype=dtype)
     docs = iter(documents)
-    while batch := list(itertools.islice(docs, _ENCODE_BATCH)):
-        for ids in tokenizer.encode_batch(batch):
-            arr = np.asarray(ids, dtype=np.int64)
-            if arr.size and (arr.min() < 0 or arr.max() > limit):
-                bad = int(arr.max() if arr.max() > limit else arr.min())
-                raise ValueError(
-                    f"token id {bad} does not fit {dtype} shards (ids 0..{limit}; vocab_size {tokenizer.vocab_size})"
-                )
-            chunks.append(arr.astype(np_dtype))
-            pending += arr.size
-            if pending >= shard_tokens:
-                buf = np.concatenate(chunks)
-                while buf.size >= shard_tokens:
-                    flush(buf[:shard_tokens])
-                    buf = buf[shard_tokens:]
-                chunks, pending = [buf], int(buf.size)
-    if pending or not entries:
-        flush(np.concatenate(chunks) if chunks else np.empty(0, dtype=np_dtype))
-    return entries
+    while batch := list(itertools.islice(docs, ENCODE_BATCH)):
+        writer.add(batch)
+    return writer.close()
 
 
 def write_index(

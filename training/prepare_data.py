@@ -20,7 +20,15 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from training.data import TOKENIZER, HFTokenizer, Tokenizer, generate_corpus, write_index, write_shards
+from training.data import (
+    ENCODE_BATCH,
+    TOKENIZER,
+    HFTokenizer,
+    ShardWriter,
+    Tokenizer,
+    generate_corpus,
+    write_index,
+)
 
 TEXT_SUFFIXES = (".txt", ".json", ".jsonl")
 
@@ -85,24 +93,31 @@ class _Progress:
         print(f"\r[prepare_data] {self.label} done: {self.done / 1e6:.1f} MB", file=sys.stderr)
 
 
-def split_documents(docs: Iterable[str], val_every: int) -> tuple[list[str], list[str]]:
-    train, val = [], []
-    for i, d in enumerate(docs):
-        (val if val_every and i % val_every == val_every - 1 else train).append(d)
-    return train, val
-
-
 def prepare(
     out: Path, docs: Iterable[str], *, val_every: int, shard_tokens: int, tokenizer: Tokenizer = TOKENIZER
 ) -> dict[str, int]:
-    """Write train/val shards + ``index.json``; returns tokens per split."""
-    train, val = split_documents(docs, val_every)
-    if not val:
-        val = train[-1:]
-    splits = {
-        "train": write_shards(out, train, split="train", shard_tokens=shard_tokens, tokenizer=tokenizer),
-        "val": write_shards(out, val, split="val", shard_tokens=shard_tokens, tokenizer=tokenizer),
+    """Write train/val shards + ``index.json`` in one pass over ``docs`` (every ``val_every``-th document goes to
+    val; without any, the last train document is also val); returns tokens per split."""
+    writers = {
+        split: ShardWriter(out, split=split, shard_tokens=shard_tokens, tokenizer=tokenizer)
+        for split in ("train", "val")
     }
+    batches: dict[str, list[str]] = {"train": [], "val": []}
+    last_train: str | None = None
+    for i, doc in enumerate(docs):
+        split = "val" if val_every and i % val_every == val_every - 1 else "train"
+        batches[split].append(doc)
+        if split == "train":
+            last_train = doc
+        if len(batches[split]) >= ENCODE_BATCH:
+            writers[split].add(batches[split])
+            batches[split] = []
+    for split, batch in batches.items():
+        if batch:
+            writers[split].add(batch)
+    if writers["val"].documents == 0 and last_train is not None:
+        writers["val"].add([last_train])
+    splits = {split: writer.close() for split, writer in writers.items()}
     write_index(out, splits, tokenizer.vocab_size, tokenizer=tokenizer.info())
     return {k: sum(e["tokens"] for e in v) for k, v in splits.items()}
 

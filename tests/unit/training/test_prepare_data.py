@@ -150,3 +150,31 @@ def test_cli_hf_tokenizer_without_eos_fails_clearly(tmp_path: Path) -> None:
     index = json.loads((out / "index.json").read_text())
     assert (index["tokenizer"]["eos_id"], index["tokenizer"]["bos_id"]) == (1, None)
     assert np.fromfile(out / "train_00000.bin", dtype=np.uint16)[-1] == 1
+
+
+def test_prepare_streams_the_corpus_instead_of_holding_it(tmp_path: Path) -> None:
+    """The cluster's dataset Job has 16 GiB for corpora far larger: memory must not grow with the corpus."""
+    import tracemalloc
+
+    from training.data import generate_corpus
+    from training.prepare_data import prepare
+
+    corpus_bytes = 8_000_000
+    tracemalloc.start()
+    try:
+        counts = prepare(tmp_path, generate_corpus(corpus_bytes, 0), val_every=100, shard_tokens=1 << 16)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counts["train"] + counts["val"] > 0.95 * corpus_bytes  # bytes tokenizer: ~1 token per byte
+    assert peak < corpus_bytes // 4, f"peak {peak} bytes while preparing {corpus_bytes} bytes of text"
+
+
+def test_prepare_without_val_documents_reuses_the_last_train_document(tmp_path: Path) -> None:
+    from training.prepare_data import prepare
+
+    counts = prepare(tmp_path, ["first doc", "second doc"], val_every=0, shard_tokens=1 << 16)
+    assert counts == {"train": 21, "val": 11}  # 9 + 10 bytes and an EOS each; val = "second doc" + EOS
+    from training.data import TOKENIZER
+
+    assert TOKENIZER.decode(np.fromfile(tmp_path / "val_00000.bin", dtype=np.uint16).tolist()) == "second doc"
