@@ -31,7 +31,8 @@ def _worker(args: argparse.Namespace) -> int:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import FileSystemWriter
 
-    from training.checkpoint import COMMIT_MARKER, CheckpointManager, file_checksums, verify_checkpoint
+    from training.checkpoint import CheckpointManager
+    from training.checkpoint_files import COMMIT_MARKER, file_checksums, verify_checkpoint
     from training.distributed import destroy_process_group, init_process_group
     from training.events import EventLog
 

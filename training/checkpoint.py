@@ -1,10 +1,7 @@
 """Sharded DCP checkpoints with atomic commit, per-file checksums, quarantine and retention.
 
-Directory layout under ``root``::
-
-    step_00000050.tmp/     being written (or left behind by a crash): never loaded
-    step_00000075/         committed: DCP files + ``COMMITTED`` (JSON with per-file sha256 and sizes)
-    quarantine/step_00000100-<unix time>/   failed verification at load; kept for inspection
+The directory layout and the integrity checks are in :mod:`training.checkpoint_files`; NVRx's async path
+and its rough edges in :mod:`training.nvrx_async`.
 
 Commit protocol: every rank writes its ``.distcp`` files into ``step_N.tmp/``; DCP's coordinator writes
 ``.metadata`` only after gathering every rank's write result, so once rank 0's save has returned, all ranks
@@ -18,7 +15,7 @@ restore the ranks verify the newest checkpoint together, each hashing its share 
 
 Backends: ``sync`` = ``dcp.save``; ``async`` = NVRx ``FileSystemWriterAsync`` + persistent
 ``AsyncCallsQueue`` on CUDA, and torch's ``dcp.async_save`` on CPU (NVRx's async path calls CUDA
-unconditionally). All NVRx version differences (0.4.1 here, 0.7.0 on the GPU image) live in this module.
+unconditionally).
 """
 
 from __future__ import annotations
@@ -26,12 +23,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import errno
-import hashlib
-import inspect
 import json
 import os
-import queue
-import re
 import shutil
 import threading
 import time
@@ -46,208 +39,37 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpointException
 
+from training.checkpoint_errors import CheckpointError, CheckpointWriteError, NoUsableCheckpointError
+from training.checkpoint_files import (
+    COMMIT_MARKER,
+    FULL_FS_BYTES,
+    QUARANTINE_DIR,
+    RANK_SUMS,
+    TMP_SUFFIX,
+    checksums,
+    describe_error,
+    fsync_dir,
+    list_committed,
+    list_partial,
+    own_files,
+    publish_rank_checksums,
+    read_marker,
+    step_dir_name,
+    storage_layout_error,
+    verify_checkpoint,
+)
 from training.events import EventLog
+from training.nvrx_async import NvrxAsync, NvrxStaging, abandon_nvrx_saves, nvrx_async_available
 from training.state import AppState
 
-COMMIT_MARKER = "COMMITTED"
-QUARANTINE_DIR = "quarantine"
-TMP_SUFFIX = ".tmp"
 #: Name of the background threads that hash and commit a finished write (see :func:`join_commits`).
 COMMIT_THREAD = "checkpoint-commit"
-#: In ``step_N.tmp/``: the checksums of the files one rank wrote, for rank 0's commit (removed by it).
-RANK_SUMS = ".sha256.rank{}.json"
 #: How long rank 0's commit waits for another rank's checksums.
 RANK_SUMS_WAIT_S = 600.0
 #: Bumped by :func:`abandon_async_saves`: a commit started before it stops waiting for other ranks.
 _GENERATION = [0]
-_STEP_RE = re.compile(r"^step_(\d{8})$")
-_TMP_RE = re.compile(r"^step_(\d{8})\.tmp$")
 #: Test/fault-injection hook: seconds each checkpoint write sleeps first (simulates slow storage).
 WRITE_DELAY_ENV = "TRAINING_CKPT_WRITE_DELAY_S"
-
-
-class CheckpointError(RuntimeError):
-    """Base class of checkpoint errors."""
-
-
-class CheckpointWriteError(CheckpointError):
-    """A checkpoint could not be written or committed (ENOSPC, unwritable directory, I/O error)."""
-
-
-class NoUsableCheckpointError(CheckpointError):
-    """Checkpoints exist but none is loadable: refusing to restart silently from step 0."""
-
-
-def step_dir_name(step: int) -> str:
-    return f"step_{step:08d}"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sha256(f: Path) -> str:
-    h = hashlib.sha256()
-    with f.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def checksums(files: list[Path]) -> dict[str, dict[str, Any]]:
-    """``{file name: {"sha256", "bytes"}}`` of ``files``."""
-    return {f.name: {"sha256": _sha256(f), "bytes": f.stat().st_size} for f in files}
-
-
-def file_checksums(path: Path) -> dict[str, dict[str, Any]]:
-    """:func:`checksums` of every regular file of a checkpoint dir except the marker."""
-    return checksums(sorted(f for f in path.iterdir() if f.name != COMMIT_MARKER and f.is_file()))
-
-
-def hash_shares(files: dict[str, dict[str, Any]], world_size: int) -> list[list[str]]:
-    """Split a marker's files between ``world_size`` ranks by bytes (largest first, to the least-loaded rank).
-
-    Deterministic from the marker alone, so every rank computes the same split without communicating.
-    """
-    shares: list[list[str]] = [[] for _ in range(world_size)]
-    load = [0] * world_size
-    for name in sorted(files, key=lambda n: (-int(files[n]["bytes"]), n)):
-        rank = min(range(world_size), key=lambda r: (load[r], r))
-        shares[rank].append(name)
-        load[rank] += int(files[name]["bytes"])
-    return shares
-
-
-def own_files(path: Path, rank: int) -> list[Path]:
-    """The files ``rank`` wrote into a checkpoint dir: DCP names them ``__<rank>_<n>.distcp`` (torch and NVRx);
-    rank 0, the coordinator, also wrote ``.metadata``."""
-    mine = [f for f in path.iterdir() if f.is_file() and f.name.startswith(f"__{rank}_")]
-    if rank == 0 and (path / ".metadata").is_file():
-        mine.append(path / ".metadata")
-    return sorted(mine)
-
-
-def publish_rank_checksums(path: Path, rank: int) -> None:
-    """Hash the files ``rank`` wrote (usually still in its page cache) and leave them for rank 0's commit.
-
-    Never raises: a failure is published as ``{"error": ...}``, so rank 0 fails the commit at once instead of
-    waiting for checksums that will not come.
-    """
-    try:
-        sums: dict[str, Any] = {
-            f.name: {"sha256": _sha256(f), "bytes": f.stat().st_size} for f in own_files(path, rank)
-        }
-    except OSError as exc:
-        sums = {"error": f"rank {rank} could not hash its files: {_describe(exc)}"}
-    final = path / RANK_SUMS.format(rank)
-    part = final.with_name(final.name + ".part")
-    with contextlib.suppress(OSError):  # the directory is gone: rank 0 gave up on this save already
-        part.write_text(json.dumps(sums))
-        os.replace(part, final)
-
-
-def read_marker(path: Path) -> dict[str, Any] | None:
-    """The parsed commit marker of a checkpoint dir, or None when absent or unreadable."""
-    try:
-        marker = json.loads((path / COMMIT_MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    return marker if isinstance(marker, dict) and "files" in marker else None
-
-
-def storage_layout_error(path: Path) -> str | None:
-    """None if ``.metadata``'s storage entries tile every data file exactly; else the reason.
-
-    DCP writers (torch's and NVRx's, both through ``_write_item``) append items back to back, so the
-    (offset, length) entries of each file cover ``[0, size)`` with no gap or overlap. Checksums cannot
-    catch metadata that describes *other* bytes (seen on H200: NVRx finalized a save with the write results
-    of an abandoned earlier save, and the commit checksummed an unreadable checkpoint); this does.
-    """
-    try:
-        md = FileSystemReader(path).read_metadata()
-    except Exception as exc:
-        return f"unreadable .metadata ({type(exc).__name__}: {str(exc)[:200]})"
-    spans: dict[str, list[tuple[int, int]]] = {}
-    for info in (md.storage_data or {}).values():
-        spans.setdefault(info.relative_path, []).append((int(info.offset), int(info.length)))
-    data_files = {f.name for f in path.iterdir() if f.suffix == ".distcp"}
-    if set(spans) != data_files:
-        return f".metadata names files {sorted(spans)}, the directory holds {sorted(data_files)}"
-    for name, items in sorted(spans.items()):
-        end = 0
-        for offset, length in sorted(items):
-            if offset != end:
-                return f".metadata does not match {name}: an item at byte {offset}, expected {end}"
-            end = offset + length
-        size = (path / name).stat().st_size
-        if end != size:
-            return f".metadata does not match {name}: items end at byte {end}, the file has {size}"
-    return None
-
-
-def verify_checkpoint(path: Path, *, share: tuple[int, int] = (0, 1), check_layout: bool = True) -> str | None:
-    """None if every file listed in the marker exists with the recorded size and sha256 and ``.metadata``
-    describes the data files (:func:`storage_layout_error`); else the reason.
-
-    ``share=(rank, world_size)`` hashes only that rank's part of the files (:func:`hash_shares`), so that the
-    ranks of a job verify a checkpoint together (:meth:`CheckpointManager.load_latest`); sizes are checked whole.
-    """
-    marker = read_marker(path)
-    if marker is None:
-        return "commit marker missing or unreadable"
-    if ".metadata" not in marker["files"]:
-        return "commit marker lists no .metadata"
-    for name, want in sorted(marker["files"].items()):
-        f = path / name
-        if not f.is_file():
-            return f"missing shard {name}"
-        size = f.stat().st_size
-        if size != want["bytes"]:
-            return f"size mismatch in {name}: {size} bytes, expected {want['bytes']} (truncated?)"
-    rank, world_size = share
-    for name in sorted(hash_shares(marker["files"], world_size)[rank]):
-        if _sha256(path / name) != marker["files"][name]["sha256"]:
-            return f"checksum mismatch in {name} (bit flip or partial overwrite)"
-    return storage_layout_error(path) if check_layout else None
-
-
-def list_committed(root: Path) -> list[tuple[int, Path]]:
-    """Committed checkpoints (a ``step_N`` dir with a readable marker), oldest first."""
-    if not root.is_dir():
-        return []
-    found = []
-    for d in root.iterdir():
-        m = _STEP_RE.match(d.name)
-        if m and d.is_dir() and read_marker(d) is not None:
-            found.append((int(m.group(1)), d))
-    return sorted(found)
-
-
-def list_partial(root: Path) -> list[tuple[int, Path]]:
-    """Uncommitted dirs: ``step_N.tmp`` and ``step_N`` without a marker."""
-    if not root.is_dir():
-        return []
-    found = []
-    for d in root.iterdir():
-        m = _TMP_RE.match(d.name) or _STEP_RE.match(d.name)
-        if m and d.is_dir() and (d.name.endswith(TMP_SUFFIX) or read_marker(d) is None):
-            found.append((int(m.group(1)), d))
-    return sorted(found)
-
-
-def nvrx_async_available() -> bool:
-    """NVRx's async DCP path needs CUDA (it calls torch.cuda unconditionally) and the package."""
-    if not torch.cuda.is_available():
-        return False
-    try:
-        import nvidia_resiliency_ext.checkpointing.async_ckpt.core  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 class _SlowWriter(FileSystemWriter):
@@ -260,261 +82,6 @@ class _SlowWriter(FileSystemWriter):
     def write_data(self, plan, planner):  # type: ignore[no-untyped-def]
         time.sleep(self.delay_s)
         return super().write_data(plan, planner)
-
-
-def _warm_up_worker() -> None:
-    """No-op run by NVRx's persistent async worker to start it ahead of the first save."""
-
-
-#: Every NVRx async path not closed yet (see :func:`abandon_async_saves`). Strong references on purpose: an
-#: abandoned queue collected before its worker is reaped would finalize collectively in ``__del__``.
-_LIVE_NVRX: set[_NvrxAsync] = set()
-
-#: At most one idle NVRx writer process (``(staging, PersistentAsyncCaller)``) kept when its queue was abandoned,
-#: for the next :class:`_NvrxAsync` of this process: starting a fresh one (a spawned interpreter that imports
-#: torch and initialises CUDA) stalled the first save after every in-process restart by ~5 s on an H200.
-_SPARE_WORKER: list[tuple[str, Any]] = []
-
-
-def _stop_writer(caller: Any) -> None:
-    """Kill and reap a ``PersistentAsyncCaller``'s worker, then clear it (its ``__del__`` then does nothing)."""
-    process = getattr(caller, "process", None)
-    if process is not None:
-        process.kill()
-        process.join(timeout=10)
-        caller.process = None
-
-
-def _take_spare_worker(staging: str) -> Any | None:
-    """The parked writer if it is alive and was started for ``staging``; anything else is stopped."""
-    if not _SPARE_WORKER:
-        return None
-    kept, caller = _SPARE_WORKER.pop()
-    process = getattr(caller, "process", None)
-    if kept == staging and process is not None and process.is_alive():
-        return caller
-    _stop_writer(caller)
-    return None
-
-
-def _park_writer(staging: str, caller: Any) -> None:
-    """Keep an idle writer for the next :class:`_NvrxAsync` of this process (stopping any older one)."""
-    while _SPARE_WORKER:
-        _stop_writer(_SPARE_WORKER.pop()[1])
-    _SPARE_WORKER.append((staging, caller))
-
-
-def abandon_async_saves() -> int:
-    """Abandon every NVRx async save of this process without collectives; returns how many paths were open.
-
-    The in-process layer calls this after a fault and before NVRx garbage-collects the failed iteration:
-    ``AsyncCallsQueue.__del__`` finalizes with an ``all_reduce`` on the default group, which hangs once
-    peers are gone (seen on 2 x H200 whenever the restart interrupted the trainer's own cleanup).
-    """
-    _GENERATION[0] += 1  # a commit waiting for another rank's checksums stops waiting
-    live = list(_LIVE_NVRX)
-    for nvrx in live:
-        nvrx.close(collective=False)
-    if live or nvrx_async_available():
-        _NvrxAsync._reset_write_results()  # even with nothing open: a dying worker may still have put a result
-    return len(live)
-
-
-#: How NVRx's async path stages GPU tensors (``checkpoint.nvrx_staging``).
-NvrxStaging = Literal["cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"]
-
-
-class _NvrxAsync:
-    """The NVRx async DCP path (CUDA only), wrapping the API differences of NVRx 0.4.x-0.7.x.
-
-    ``staging``: ``cuda-ipc`` sends CUDA IPC handles and the worker copies to host (NVRx's default);
-    ``cpu-shm`` copies into shared host memory in the trainer, so the worker needs no CUDA; ``-cached``
-    reuses the handles (or shm buffers) across saves of the same layout. The non-default modes need NVRx 0.7.
-    """
-
-    def __init__(self, staging: NvrxStaging = "cuda-ipc") -> None:
-        from nvidia_resiliency_ext.checkpointing.async_ckpt import core
-
-        self._core = core
-        self.staging = staging
-        self._writer_kwargs: dict[str, bool] = {}
-        queue_kwargs: dict[str, bool] = {}
-        if staging != "cuda-ipc":
-            if "cpu_shm_mode" not in inspect.signature(core.AsyncCallsQueue.__init__).parameters:
-                raise CheckpointError(f"checkpoint.nvrx_staging={staging!r} needs NVRx >= 0.7; use 'cuda-ipc'")
-            if staging.startswith("cpu-shm"):
-                queue_kwargs["cpu_shm_mode"] = True
-                self._writer_kwargs["use_cpu_shm_for_gpu_tensors"] = True
-            if staging.endswith("-cached"):
-                self._writer_kwargs["use_cached_data_structure"] = True
-        self.queue = core.AsyncCallsQueue(persistent=True, **queue_kwargs)
-        #: Callers taken off the queue whose worker is not reaped yet (kept referenced: see :meth:`close`).
-        self._dying: list[Any] = []
-        #: True while a request is being handed to the worker (it may be busy though no call is queued yet).
-        self._scheduling = False
-        _LIVE_NVRX.add(self)
-        spare = _take_spare_worker(staging)
-        #: Whether this path reuses the idle writer of an abandoned one (an in-process restart).
-        self.reused_worker = spare is not None
-        if spare is not None:
-            self.queue.persistent_caller = spare
-            print(f"[checkpoint] reusing the idle NVRx writer process (pid {spare.process.pid})", flush=True)
-            # The writer may cache tensors of the failed iteration (``-cached`` staging): make the next save
-            # send this iteration's tensors, as NVRx does itself for a fresh worker.
-            for callback in getattr(core.PersistentAsyncCaller, "_worker_restart_callbacks", ()):
-                callback()
-        # The persistent worker is a "spawn" process: starting it (a fresh interpreter importing torch and
-        # initialising CUDA) took 5-10 s on an H200. Start it now with a no-op request, so that cost overlaps
-        # setup and the first training steps instead of stalling the first save (seen tripping timeouts).
-        # Scheduled on a reused worker too: every rank must hand over the same sequence of requests, because
-        # NVRx finalizes collectively and checks that the call indices match across ranks.
-        warm_up = core.AsyncRequest(async_fn=_warm_up_worker, async_fn_args=(), finalize_fns=[])
-        self._schedule(warm_up)
-
-    def _schedule(self, request: Any) -> None:
-        self._scheduling = True
-        self.queue.schedule_async_request(request)
-        self._scheduling = False
-
-    def pending(self) -> int:
-        """Requests handed to the worker and not finalized yet (the same on every rank)."""
-        return int(self.queue.get_num_unfinalized_calls())
-
-    def schedule(self, state_dict: dict[str, Any], path: Path, finalize: Callable[[], None]) -> None:
-        from nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async import FileSystemWriterAsync
-        from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import (
-            save_state_dict_async_finalize,
-            save_state_dict_async_plan,
-        )
-
-        writer = FileSystemWriterAsync(path, **self._writer_kwargs)
-        writer, metadata, dist_wrapper = save_state_dict_async_plan(state_dict, writer)[:3]
-        parts = writer.get_save_function_and_args()
-        # 0.4.x-0.7.x: (save_fn, preload_fn, args); older releases: (save_fn, args).
-        save_fn, preload_fn, args = parts if len(parts) == 3 else (parts[0], None, parts[1])
-
-        def finalize_all() -> None:
-            save_state_dict_async_finalize(writer, metadata, dist_wrapper)
-            finalize()
-
-        fields = self._core.AsyncRequest._fields
-        kwargs: dict[str, Any] = {"async_fn": save_fn, "async_fn_args": args, "finalize_fns": [finalize_all]}
-        if "preload_fn" in fields and preload_fn is not None:
-            kwargs["preload_fn"] = preload_fn
-        self._schedule(self._core.AsyncRequest(**kwargs))
-
-    def finalize(self, blocking: bool, *, no_dist: bool = False) -> bool:
-        """Run finalize fns of finished requests (collective); True when nothing is in flight.
-
-        ``blocking`` first waits for this rank's writer itself, checking that the process is alive: NVRx's own
-        blocking wait polls the completion queue forever once the writer has died (killed by the OOM killer,
-        or, in NVRx 0.4, ended by an exception in the write). Every rank then makes the same non-blocking
-        calls, each of which agrees on completion with one collective. ``no_dist`` (tests on CPU) skips that
-        agreement, whose ``all_reduce`` NVRx runs on a CUDA tensor.
-        """
-        if not blocking:
-            self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
-        while blocking and self.queue.get_num_unfinalized_calls():
-            self._wait_for_writer(self.queue.async_calls[0].async_caller)
-            self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
-        return self.queue.get_num_unfinalized_calls() == 0
-
-    @staticmethod
-    def _wait_for_writer(caller: Any, poll_s: float = 0.5) -> None:
-        """Until ``caller``'s writer has completed its current request; raises if the writer process is gone.
-
-        Takes the completion off NVRx's queue the way ``is_current_async_call_done`` does (into ``cur_item``),
-        so NVRx's next check sees it.
-        """
-        while caller.cur_item is None:
-            try:
-                caller.cur_item = caller.comp_q.get(timeout=poll_s)
-            except queue.Empty:
-                process = caller.process
-                if process is None or not process.is_alive():
-                    code = None if process is None else process.exitcode
-                    raise CheckpointWriteError(
-                        f"the NVRx checkpoint writer process died (exit code {code}) before finishing its request"
-                    ) from None
-
-    def close(self, *, collective: bool = True) -> None:
-        """Finish and stop the worker. ``collective=False`` (error path): abandon it without collectives.
-
-        NVRx's ``AsyncCallsQueue.close()`` finalizes with an ``all_reduce`` on the default group and then
-        joins the worker without a timeout; on the error path (peers gone, group aborted by the in-process
-        layer) that blocked the rank until the Wrapper's hard timeout killed it (seen on 2 x H200).
-        """
-        if collective:
-            try:
-                self.finalize(blocking=True)  # NVRx's close would wait for a dead writer forever
-            except CheckpointWriteError:
-                self.close(collective=False)
-                raise
-            _LIVE_NVRX.discard(self)
-            self.queue.close()
-            return
-        # Written so that an interruption anywhere (NVRx raises its restart exception into this thread, and
-        # keeps raising while the thread unwinds) leaves nothing that finalizes collectively on garbage
-        # collection, and a second call (the in-process finalize hook) completes the job:
-        # - a ``PersistentAsyncCaller`` whose ``process`` is still set runs a graceful close in ``__del__``
-        #   (put "DONE", then join the queue): with its worker killed that never returns (seen on 2 x H200),
-        #   so the caller stays referenced in ``_dying`` until its process is reaped and cleared;
-        # - the queue forgets its caller and requests, so its own ``__del__`` finalizes nothing;
-        # - this path leaves the live set last.
-        caller = self.queue.persistent_caller
-        if caller is not None and self._idle(caller):
-            # Nothing in flight (every request finalized, so nothing left in its completion queue): keep the
-            # writer for the next iteration instead of paying for a fresh one.
-            self.queue.persistent_caller = None
-            _park_writer(self.staging, caller)
-            caller = None
-        if caller is not None and caller not in self._dying:
-            self._dying.append(caller)
-        self.queue.persistent_caller = None
-        self.queue.async_calls.clear()
-        while self._dying:
-            _stop_writer(self._dying[0])
-            self._dying.pop(0)
-        self._reset_write_results()
-        _LIVE_NVRX.discard(self)
-
-    def _idle(self, caller: Any) -> bool:
-        """The writer finished and every request was finalized: it waits for the next one, holding nothing."""
-        process = getattr(caller, "process", None)
-        return (
-            not self._scheduling
-            and not self.queue.async_calls
-            and getattr(caller, "cur_item", None) is None
-            and process is not None
-            and process.is_alive()
-        )
-
-    @staticmethod
-    def _reset_write_results() -> None:
-        """Replace NVRx's process-wide write-results queue by a fresh one (created by the next save).
-
-        ``FileSystemWriterAsync`` hands results over through one module-level queue and every finalize takes
-        the *oldest* entry. A result of an abandoned save - already queued, or put by a worker that was dying
-        while it was drained - would be taken by the next save's finalize, whose ``.metadata`` then points at
-        the wrong bytes (seen on 2 x H200 after in-process restarts: a checksummed checkpoint that failed to
-        unpickle, and later a commit refused by :func:`storage_layout_error`).
-        """
-
-        from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
-
-        results = getattr(filesystem_async, "_results_queue", None)
-        filesystem_async._results_queue = None
-        dropped = 0
-        while results is not None:
-            try:
-                results.get_nowait()
-                dropped += 1
-            except queue.Empty:
-                break
-            except (OSError, EOFError):  # the queue's manager process is gone: nothing can be taken from it
-                break
-        if dropped:
-            print(f"[checkpoint] dropped {dropped} stale NVRx write result(s) of an abandoned save", flush=True)
 
 
 @dataclass
@@ -571,13 +138,13 @@ class CheckpointManager:
         self.world_size = world_size
         self.write_delay_s = float(os.environ.get(WRITE_DELAY_ENV, "0")) if write_delay_s is None else write_delay_s
         self._inflight: _InFlight | None = None
-        self._nvrx: _NvrxAsync | None = None
+        self._nvrx: NvrxAsync | None = None
         self._closed = False
         if mode == "sync":
             self.backend = "dcp.save"
         elif nvrx_async_available():
             self.backend = f"nvrx.FileSystemWriterAsync ({nvrx_staging})"
-            self._nvrx = _NvrxAsync(nvrx_staging)
+            self._nvrx = NvrxAsync(nvrx_staging)
         else:
             self.backend = "torch.dcp.async_save"
         self.notice = ""
@@ -618,7 +185,7 @@ class CheckpointManager:
         return _SlowWriter(path, self.write_delay_s) if self.write_delay_s > 0 else FileSystemWriter(path)
 
     def _fail(self, step: int, exc: BaseException) -> CheckpointWriteError:
-        msg = _describe(exc)
+        msg = describe_error(exc)
         if not msg.startswith(tuple(errno.errorcode.values())):
             # torch's C++ writers lose the errno ("file write failed"): say so when the file system is full.
             with contextlib.suppress(OSError):
@@ -775,12 +342,12 @@ class CheckpointManager:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp_marker, flight.tmp / COMMIT_MARKER)
-            _fsync_dir(flight.tmp)
+            fsync_dir(flight.tmp)
             final = self.root / step_dir_name(flight.step)
             if final.exists():  # an older, replaced copy of the same step (e.g. after allow_fresh_start)
                 shutil.rmtree(final)
             os.replace(flight.tmp, final)
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
             write_s = time.perf_counter() - flight.t_begin
             self._emit(
                 "ckpt_committed",
@@ -903,7 +470,7 @@ class CheckpointManager:
                     shutil.rmtree(path, ignore_errors=True)
                 listing = {"candidates": [(step, str(path)) for step, path in reversed(list_committed(self.root))]}
             except OSError as exc:
-                listing = {"error": f"cannot read checkpoint root {self.root}: {_describe(exc)}"}
+                listing = {"error": f"cannot read checkpoint root {self.root}: {describe_error(exc)}"}
         listing = self._broadcast(listing)
         if "error" in listing:
             return listing
@@ -915,7 +482,7 @@ class CheckpointManager:
                 try:
                     self._quarantine(step, Path(name), reason)
                 except OSError as exc:  # the next restore verifies it again
-                    print(f"[checkpoint] could not quarantine {name} ({reason}): {_describe(exc)}", flush=True)
+                    print(f"[checkpoint] could not quarantine {name} ({reason}): {describe_error(exc)}", flush=True)
         choice: dict[str, Any] = {}
         if self.rank == 0:
             quarantined = sorted(p.name for p in (self.root / QUARANTINE_DIR).glob("step_*"))
@@ -935,7 +502,7 @@ class CheckpointManager:
         try:
             reason = verify_checkpoint(path, share=(self.rank, self.world_size), check_layout=self.rank == 0)
         except OSError as exc:
-            reason = f"unreadable: {_describe(exc)}"
+            reason = f"unreadable: {describe_error(exc)}"
         if self.pg is None:
             return reason
         reasons: list[str | None] = [None] * self.world_size
@@ -1005,36 +572,11 @@ def _join_dcp_threads(timeout_s: float = 30.0) -> None:
             t.join(timeout_s)
 
 
-def _describe(exc: BaseException) -> str:
-    """One line naming the cause, e.g. ``ENOSPC: No space left on device`` (unwraps DCP's CheckpointException)."""
-    seen: list[BaseException] = []
-    stack: list[BaseException] = [exc]
-    while stack:
-        e = stack.pop()
-        if e in seen:
-            continue
-        seen.append(e)
-        failures = getattr(e, "failures", None)
-        if isinstance(failures, dict):
-            for v in failures.values():  # DCP wraps each rank's error as (exception, traceback)
-                inner = v[0] if isinstance(v, tuple) and v else getattr(v, "exception", v)
-                if isinstance(inner, BaseException):
-                    stack.append(inner)
-        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
-    for e in seen:
-        if isinstance(e, OSError) and e.errno is not None:
-            return f"{errno.errorcode.get(e.errno, e.errno)}: {e.strerror} ({type(e).__name__})"
-    # No errno: torch's C++ writers raise RuntimeError("... file write failed" / "No space left on device").
-    inner = [e for e in seen if not isinstance(e, DcpCheckpointException)]
-    for e in inner:
-        for code, text in _ERRNO_TEXT.items():
-            if text in str(e):
-                return f"{code}: {text} ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-    cause = inner[0] if inner else exc
-    return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:500]
+def abandon_async_saves() -> int:
+    """Abandon this process' async saves without collectives; returns how many NVRx paths were open.
 
-
-#: A write failure without an errno on a file system with less free space than this is reported as ENOSPC.
-FULL_FS_BYTES = 1 << 20
-#: OS error texts that a wrapped (errno-less) message may carry.
-_ERRNO_TEXT = {"ENOSPC": "No space left on device", "EROFS": "Read-only file system", "EACCES": "Permission denied"}
+    The in-process layer calls this after a fault and before NVRx garbage-collects the failed iteration. A
+    commit still waiting for another rank's checksums stops waiting.
+    """
+    _GENERATION[0] += 1
+    return abandon_nvrx_saves()

@@ -14,7 +14,7 @@ import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from tests.helpers.training_runs import FAST_CONFIG, read_result, run_trainer
-from training.checkpoint import hash_shares, list_committed, read_marker, step_dir_name
+from training.checkpoint_files import hash_shares, list_committed, read_marker, step_dir_name
 from training.events import read_events
 
 pytestmark = pytest.mark.integration

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
 import os
 import pickle
-import queue
 import threading
 import time
 from pathlib import Path
@@ -17,15 +15,13 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 
 from tests.helpers.training_runs import single_process_group, tiny_app_state, tiny_train_step
-from training.checkpoint import (
+from training.checkpoint import CheckpointManager, _InFlight
+from training.checkpoint_errors import CheckpointWriteError, NoUsableCheckpointError
+from training.checkpoint_files import (
     COMMIT_MARKER,
     QUARANTINE_DIR,
     RANK_SUMS,
     TMP_SUFFIX,
-    CheckpointManager,
-    CheckpointWriteError,
-    NoUsableCheckpointError,
-    _InFlight,
     checksums,
     file_checksums,
     hash_shares,
@@ -196,24 +192,6 @@ def test_layout_check_names_unlisted_and_unreadable_files(tmp_path: Path) -> Non
     assert (storage_layout_error(ckpt) or "").startswith("unreadable .metadata")
 
 
-def test_abandoning_nvrx_async_replaces_the_write_results_queue(monkeypatch: pytest.MonkeyPatch) -> None:
-    """NVRx hands write results over through one module-level queue (checked to exist in the installed
-    NVRx); results of an abandoned save must not reach the next save's finalize."""
-    from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
-
-    from training.checkpoint import _NvrxAsync
-
-    assert hasattr(filesystem_async, "_results_queue")
-    stale: queue.Queue = queue.Queue()
-    stale.put({"0": ["write results of an abandoned save"]})
-    stale.put({"0": ["another"]})
-    monkeypatch.setattr(filesystem_async, "_results_queue", stale)
-    _NvrxAsync._reset_write_results()
-    assert stale.empty()
-    assert filesystem_async._results_queue is None  # the next save creates a fresh one: late puts go nowhere
-    _NvrxAsync._reset_write_results()  # no queue yet: nothing to do
-
-
 def test_no_usable_checkpoint_is_an_error_not_a_fresh_start(tmp_path: Path) -> None:
     root = tmp_path / "ckpt"
     mgr = _manager(root)
@@ -343,139 +321,6 @@ def test_fault_during_sync_write_leaves_no_commit(tmp_path: Path) -> None:
     assert _manager(root).load_latest(tiny_app_state(0)) == 1
 
 
-def test_error_codes_are_named(tmp_path: Path) -> None:
-    from training.checkpoint import _describe
-
-    assert _describe(OSError(errno.ENOSPC, "No space left on device")).startswith("ENOSPC")
-
-
-def test_describe_names_the_os_error_inside_dcp_wrappers() -> None:
-    """DCP wraps each rank's failure; the message must still name the cause (with or without an errno)."""
-    from torch.distributed.checkpoint.api import CheckpointException as DcpError
-
-    from training.checkpoint import _describe
-
-    with_errno = DcpError("save failed", {0: (OSError(28, "No space left on device"), None)})
-    assert _describe(with_errno).startswith("ENOSPC: No space left on device")
-    text_only = DcpError("save failed", {1: (RuntimeError("[enforce fail] No space left on device"), None)})
-    assert _describe(text_only).startswith("ENOSPC: No space left on device (RuntimeError")
-    other = DcpError("save failed", {0: (ValueError("bad plan"), None)})
-    assert _describe(other) == "ValueError: bad plan"
-
-
-NVRX_ABANDON_SCRIPT = """
-import gc, sys, time
-import torch.distributed as dist
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
-from training.checkpoint import _NvrxAsync, abandon_async_saves
-nvrx = _NvrxAsync()  # real NVRx queue + spawned persistent worker (no CUDA needed until a save)
-caller = nvrx.queue.persistent_caller
-deadline = time.time() + 60
-while not caller.process.is_alive() and time.time() < deadline:
-    time.sleep(0.1)
-worker = caller.process
-# What an interrupted close(collective=False) leaves: the caller off the queue and its worker killed, but its
-# ``process`` still set. NVRx's PersistentAsyncCaller.__del__ would then wait forever for the dead worker.
-nvrx._dying.append(caller)
-nvrx.queue.persistent_caller = None
-worker.kill()
-worker.join()
-del caller
-print("abandoned", abandon_async_saves(), flush=True)  # the in-process finalize hook finishes the job
-del nvrx
-gc.collect()
-print("collected; worker alive:", worker.is_alive(), flush=True)
-"""
-
-
-def _run_nvrx_script(script: str, timeout_s: float) -> str:
-    """Run ``script`` (a one-rank gloo group on a free port) in a fresh interpreter; return its stdout."""
-    import subprocess
-    import sys
-
-    from tests.helpers.training_runs import REPO_ROOT, free_port
-    from tests.helpers.training_runs import test_env as child_env
-
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(free_port())],
-        cwd=REPO_ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
-
-
-def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
-    out = _run_nvrx_script(NVRX_ABANDON_SCRIPT, timeout_s=90)
-    assert "abandoned 1" in out
-    assert "collected; worker alive: False" in out
-
-
-NVRX_REUSE_SCRIPT = """
-import sys, time
-import torch.distributed as dist
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
-from training import checkpoint
-from training.checkpoint import _NvrxAsync, abandon_async_saves
-
-def drain(nvrx):  # finalize what finished, without the CUDA all_reduce NVRx uses across ranks
-    nvrx.queue.maybe_finalize_async_calls(blocking=True, no_dist=True)
-
-first = _NvrxAsync()  # real NVRx queue; its warm-up request spawns the persistent worker
-drain(first)
-worker = first.queue.persistent_caller.process
-abandon_async_saves()  # an in-process restart with nothing in flight: the idle writer is kept
-print("parked", len(checkpoint._SPARE_WORKER), worker.is_alive(), flush=True)
-second = _NvrxAsync()
-print("reused", second.reused_worker, second.queue.persistent_caller.process.pid == worker.pid, flush=True)
-drain(second)  # the reused writer serves requests (here its warm-up)
-print("served", second.pending(), flush=True)
-busy = second._core.AsyncRequest(async_fn=time.sleep, async_fn_args=(30,), finalize_fns=[])
-second._schedule(busy)  # a write in flight at the fault: that writer must not be reused
-abandon_async_saves()
-worker.join(timeout=10)
-print("busy writer stopped", not worker.is_alive(), len(checkpoint._SPARE_WORKER), flush=True)
-third = _NvrxAsync()
-print("fresh", not third.reused_worker, flush=True)
-drain(third)
-third.close()
-"""
-
-
-def test_an_idle_nvrx_writer_is_reused_after_an_abandon_and_a_busy_one_is_not() -> None:
-    """An in-process restart keeps the idle persistent writer (a fresh one stalled the next save ~5 s on an
-    H200), but never one that may still be writing for the failed iteration."""
-    lines = _run_nvrx_script(NVRX_REUSE_SCRIPT, timeout_s=120).splitlines()
-    assert "parked 1 True" in lines
-    assert "reused True True" in lines
-    assert "served 0" in lines
-    assert "busy writer stopped True 0" in lines
-    assert "fresh True" in lines
-
-
-def test_nvrx_staging_modes_need_an_nvrx_that_has_them() -> None:
-    """``checkpoint.nvrx_staging`` other than NVRx's default either configures NVRx (0.7+) or fails clearly."""
-    import inspect
-
-    from nvidia_resiliency_ext.checkpointing.async_ckpt import core
-
-    from training.checkpoint import CheckpointError, _NvrxAsync
-
-    if "cpu_shm_mode" in inspect.signature(core.AsyncCallsQueue.__init__).parameters:
-        nvrx = _NvrxAsync("cpu-shm-cached")
-        try:
-            assert nvrx.queue.cpu_shm_mode
-            assert nvrx._writer_kwargs == {"use_cpu_shm_for_gpu_tensors": True, "use_cached_data_structure": True}
-        finally:
-            nvrx.close(collective=False)
-    else:
-        with pytest.raises(CheckpointError, match=r"needs NVRx >= 0\.7"):
-            _NvrxAsync("cpu-shm")
-
-
 class _GatedCommit(CheckpointManager):
     """Rank 0's commit waits for ``gate``: a commit that takes long (hashing a large checkpoint)."""
 
@@ -525,17 +370,6 @@ def test_a_restore_waits_for_a_commit_still_running(tmp_path: Path) -> None:
     mgr.close()
 
 
-def test_hash_shares_split_the_bytes_evenly_and_cover_each_file_once() -> None:
-    files = {name: {"bytes": size} for name, size in [("a", 100), ("b", 90), ("c", 60), ("d", 40), (".metadata", 5)]}
-    shares = hash_shares(files, 2)
-    assert sorted(n for share in shares for n in share) == sorted(files)
-    loads = [sum(files[n]["bytes"] for n in share) for share in shares]
-    assert loads == [145, 150]  # a+d+.metadata, b+c
-    assert hash_shares(files, 2) == shares  # every rank computes the same split
-    assert hash_shares(files, 1) == [sorted(files, key=lambda n: -files[n]["bytes"])]
-    assert [len(s) for s in hash_shares(files, 8)] == [1, 1, 1, 1, 1, 0, 0, 0]
-
-
 def test_each_rank_hashes_only_its_share_and_together_they_find_a_bit_flip(tmp_path: Path) -> None:
     path = _one_committed(tmp_path / "ckpt", 2)
     shares = hash_shares(read_marker(path)["files"], 2)
@@ -546,37 +380,6 @@ def test_each_rank_hashes_only_its_share_and_together_they_find_a_bit_flip(tmp_p
     assert verify_checkpoint(path, share=(0, 2), check_layout=False) is None  # not rank 0's file
     assert victim in verify_checkpoint(path, share=(1, 2), check_layout=False)
     assert victim in verify_checkpoint(path)
-
-
-NVRX_DEAD_WRITER_SCRIPT = """
-import os, signal, sys, time
-import torch.distributed as dist
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
-from training.checkpoint import CheckpointWriteError, _NvrxAsync
-
-nvrx = _NvrxAsync()  # real NVRx queue and persistent writer process
-nvrx.finalize(blocking=True, no_dist=True)  # its warm-up request
-print("warm", nvrx.pending(), flush=True)
-nvrx._schedule(nvrx._core.AsyncRequest(async_fn=time.sleep, async_fn_args=(120,), finalize_fns=[]))
-worker = nvrx.queue.persistent_caller.process
-os.kill(worker.pid, signal.SIGKILL)  # the writer dies mid-write (the OOM killer, say)
-try:
-    nvrx.finalize(blocking=True, no_dist=True)
-except CheckpointWriteError as exc:
-    print("finalize raised:", exc, flush=True)
-try:
-    nvrx.close()  # NVRx's own close would wait for the dead writer too
-except CheckpointWriteError:
-    print("close raised; writer reaped", nvrx.queue.persistent_caller is None, flush=True)
-"""
-
-
-def test_a_dead_nvrx_writer_fails_the_wait_instead_of_hanging_it() -> None:
-    """NVRx's blocking finalize polls its completion queue forever once the writer process is gone."""
-    out = _run_nvrx_script(NVRX_DEAD_WRITER_SCRIPT, timeout_s=90)
-    assert "warm 0" in out
-    assert "finalize raised: the NVRx checkpoint writer process died (exit code -9)" in out
-    assert "close raised; writer reaped True" in out
 
 
 def _rank0_of_two(tmp_path: Path) -> CheckpointManager:
