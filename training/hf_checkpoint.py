@@ -12,6 +12,7 @@ interleaved pairs (Meta's layout), so those rows are permuted back on load.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,25 @@ def _rope_scaling(rs: dict[str, Any] | None, where: str) -> RopeScaling | None:
         high_freq_factor=float(rs["high_freq_factor"]),
         original_max_position_embeddings=int(rs["original_max_position_embeddings"]),
     )
+
+
+def tokenizer_mismatch(data_tokenizer: dict[str, Any], path: str | Path) -> str | None:
+    """Why data tokenized as ``data_tokenizer`` (``index.json``'s ``tokenizer``) does not suit the model at ``path``.
+
+    None when the data was made with this model's ``tokenizer.json`` (same sha256), or when the model directory
+    has no ``tokenizer.json`` to compare with.
+    """
+    if data_tokenizer.get("kind") != "hf":
+        return (
+            f"the data was tokenized with {data_tokenizer.get('kind', 'an unknown')} tokenizer, not a Hugging Face one"
+        )
+    tok = Path(path) / "tokenizer.json"
+    if not tok.is_file():
+        return None
+    sha = hashlib.sha256(tok.read_bytes()).hexdigest()
+    if data_tokenizer.get("sha256") != sha:
+        return f"the data was tokenized with {data_tokenizer.get('path')}, which differs from {tok}"
+    return None
 
 
 def _read_tensors(path: Path) -> dict[str, torch.Tensor]:

@@ -24,7 +24,7 @@ from training.checkpoint import CheckpointManager
 from training.data import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
 from training.distributed import apply_fsdp, device, set_determinism
 from training.events import EventLog
-from training.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config
+from training.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config, tokenizer_mismatch
 from training.metrics import StepTimer, peak_flops_per_device
 from training.model import ModelArgs, build_model, flops_per_token
 from training.state import AppState, state_digest
@@ -154,11 +154,11 @@ class Trainer:
             )
         if self.rank == 0:
             print(f"[trainer] model shape from {path}/config.json (model.size is not used)", flush=True)
-            if self.train_data.tokenizer.get("kind") != "hf":
+            mismatch = tokenizer_mismatch(self.train_data.tokenizer, path)
+            if mismatch:
                 print(
-                    f"[trainer] WARNING: the training data was not tokenized with a Hugging Face tokenizer "
-                    f"({self.train_data.tokenizer}); the weights in {path} will read meaningless tokens. "
-                    f"Prepare it with: python -m training.prepare_data --tokenizer {path} ...",
+                    f"[trainer] WARNING: {mismatch}; the weights in {path} will read meaningless tokens. "
+                    f"Prepare the data with: python -m training.prepare_data --tokenizer {path} ...",
                     flush=True,
                 )
         return args

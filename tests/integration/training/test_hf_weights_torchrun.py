@@ -18,7 +18,7 @@ def test_fsdp_ranks_start_from_hf_weights_then_resume_from_their_checkpoint(tmp_
     run = tmp_path / "run"
     proc, _ = run_trainer(run, steps=0, config=config, extra_args=["--no-train", "--dump-model", run / "m.pt"])
     assert "fresh start from the Hugging Face weights" in proc.stdout
-    assert "WARNING: the training data was not tokenized with a Hugging Face tokenizer" in proc.stdout  # bytes
+    assert "WARNING: the data was tokenized with bytes tokenizer, not a Hugging Face one" in proc.stdout
     loaded = torch.load(run / "m.pt")
     want = hf_state_dict(hf, read_hf_config(hf))
     assert loaded.keys() == want.keys()

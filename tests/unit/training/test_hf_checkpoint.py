@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
@@ -10,7 +11,13 @@ import pytest
 import torch
 
 from tests.helpers.hf_llama import save_tiny_llama
-from training.hf_checkpoint import HFCheckpointError, hf_state_dict, load_hf_weights, read_hf_config
+from training.hf_checkpoint import (
+    HFCheckpointError,
+    hf_state_dict,
+    load_hf_weights,
+    read_hf_config,
+    tokenizer_mismatch,
+)
 from training.model import Transformer, build_model
 
 LLAMA31_ROPE = {
@@ -82,3 +89,15 @@ def test_unsupported_or_broken_checkpoints_fail_clearly(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(HFCheckpointError, match="only safetensors are read"):
         hf_state_dict(tmp_path, read_hf_config(tmp_path))
+
+
+def test_data_made_with_another_tokenizer_is_named(tmp_path: Path) -> None:
+    model = tmp_path / "llama"
+    model.mkdir()
+    assert "bytes tokenizer, not a Hugging Face one" in tokenizer_mismatch({"kind": "bytes"}, model)
+    assert tokenizer_mismatch({"kind": "hf", "sha256": "x", "path": "/t.json"}, model) is None  # nothing to compare
+    (model / "tokenizer.json").write_text('{"model": "theirs"}')
+    sha = hashlib.sha256((model / "tokenizer.json").read_bytes()).hexdigest()
+    assert tokenizer_mismatch({"kind": "hf", "sha256": sha, "path": "/data/tokenizer.json"}, model) is None
+    other = tokenizer_mismatch({"kind": "hf", "sha256": "0" * 64, "path": "/other/tokenizer.json"}, model)
+    assert other is not None and "/other/tokenizer.json, which differs from" in other
