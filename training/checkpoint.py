@@ -44,15 +44,16 @@ from training.checkpoint_files import (
     COMMIT_MARKER,
     FULL_FS_BYTES,
     QUARANTINE_DIR,
-    RANK_SUMS,
     TMP_SUFFIX,
     checksums,
     describe_error,
     fsync_dir,
+    is_rank_sums,
     list_committed,
     list_partial,
     own_files,
     publish_rank_checksums,
+    rank_sums_file,
     read_marker,
     step_dir_name,
     storage_layout_error,
@@ -320,12 +321,12 @@ class CheckpointManager:
             files = checksums(own_files(flight.tmp, 0))
             for rank in range(1, self.world_size):
                 files.update(self._rank_checksums(flight, rank))
-            on_disk = {f.name for f in flight.tmp.iterdir() if f.is_file() and not f.name.startswith(".sha256.")}
+            on_disk = {f.name for f in flight.tmp.iterdir() if f.is_file() and not is_rank_sums(f.name)}
             unhashed = sorted(on_disk - files.keys() - {COMMIT_MARKER})
             if unhashed:
                 raise CheckpointError(f"refusing to commit {flight.tmp}: no rank hashed {', '.join(unhashed[:5])}")
             for rank in range(1, self.world_size):
-                (flight.tmp / RANK_SUMS.format(rank)).unlink()
+                rank_sums_file(flight.tmp, rank).unlink()
             layout = storage_layout_error(flight.tmp)
             if layout is not None:
                 raise CheckpointError(f"refusing to commit {flight.tmp}: {layout}")
@@ -364,7 +365,7 @@ class CheckpointManager:
     def _rank_checksums(self, flight: _InFlight, rank: int) -> dict[str, Any]:
         """Rank 0: the checksums ``rank`` published for ``flight`` (polls; gives up when the save is abandoned,
         an in-process restart began, or after :data:`RANK_SUMS_WAIT_S`)."""
-        path = flight.tmp / RANK_SUMS.format(rank)
+        path = rank_sums_file(flight.tmp, rank)
         deadline = time.monotonic() + RANK_SUMS_WAIT_S
         while not path.is_file():
             if flight.abandoned or flight.generation != _GENERATION[0]:

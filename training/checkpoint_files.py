@@ -46,7 +46,8 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _sha256(f: Path) -> str:
+def sha256_file(f: Path) -> str:
+    """Hex sha256 of a file, read in 4 MiB chunks."""
     h = hashlib.sha256()
     with f.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
@@ -56,7 +57,7 @@ def _sha256(f: Path) -> str:
 
 def checksums(files: list[Path]) -> dict[str, dict[str, Any]]:
     """``{file name: {"sha256", "bytes"}}`` of ``files``."""
-    return {f.name: {"sha256": _sha256(f), "bytes": f.stat().st_size} for f in files}
+    return {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size} for f in files}
 
 
 def file_checksums(path: Path) -> dict[str, dict[str, Any]]:
@@ -78,6 +79,16 @@ def hash_shares(files: dict[str, dict[str, Any]], world_size: int) -> list[list[
     return shares
 
 
+def rank_sums_file(path: Path, rank: int) -> Path:
+    """Where ``rank`` publishes the checksums of its files in ``step_N.tmp/`` (see :data:`RANK_SUMS`)."""
+    return path / RANK_SUMS.format(rank)
+
+
+def is_rank_sums(name: str) -> bool:
+    """Whether a file name is a published :data:`RANK_SUMS` file (or its ``.part``): not checkpoint data."""
+    return name.startswith(RANK_SUMS.split("{")[0])
+
+
 def own_files(path: Path, rank: int) -> list[Path]:
     """The files ``rank`` wrote into a checkpoint dir: DCP names them ``__<rank>_<n>.distcp`` (torch and NVRx);
     rank 0, the coordinator, also wrote ``.metadata``."""
@@ -94,12 +105,10 @@ def publish_rank_checksums(path: Path, rank: int) -> None:
     waiting for checksums that will not come.
     """
     try:
-        sums: dict[str, Any] = {
-            f.name: {"sha256": _sha256(f), "bytes": f.stat().st_size} for f in own_files(path, rank)
-        }
+        sums: dict[str, Any] = checksums(own_files(path, rank))
     except OSError as exc:
         sums = {"error": f"rank {rank} could not hash its files: {describe_error(exc)}"}
-    final = path / RANK_SUMS.format(rank)
+    final = rank_sums_file(path, rank)
     part = final.with_name(final.name + ".part")
     with contextlib.suppress(OSError):  # the directory is gone: rank 0 gave up on this save already
         part.write_text(json.dumps(sums))
@@ -166,7 +175,7 @@ def verify_checkpoint(path: Path, *, share: tuple[int, int] = (0, 1), check_layo
             return f"size mismatch in {name}: {size} bytes, expected {want['bytes']} (truncated?)"
     rank, world_size = share
     for name in sorted(hash_shares(marker["files"], world_size)[rank]):
-        if _sha256(path / name) != marker["files"][name]["sha256"]:
+        if sha256_file(path / name) != marker["files"][name]["sha256"]:
             return f"checksum mismatch in {name} (bit flip or partial overwrite)"
     return storage_layout_error(path) if check_layout else None
 

@@ -16,7 +16,6 @@ ranks can share one copy on a shared file system.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -28,6 +27,8 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+
+from training.checkpoint_files import sha256_file
 
 INDEX_FILE = "index.json"
 DTYPE = np.uint16  # shards of an index without "dtype"
@@ -138,8 +139,13 @@ class HFTokenizer:
 
     def info(self) -> dict[str, Any]:
         """The ``tokenizer`` entry of ``index.json``."""
-        sha = hashlib.sha256(self.path.read_bytes()).hexdigest()
-        return {"kind": "hf", "path": str(self.path), "sha256": sha, "eos_id": self.EOS, "bos_id": self.BOS}
+        return {
+            "kind": "hf",
+            "path": str(self.path),
+            "sha256": sha256_file(self.path),
+            "eos_id": self.EOS,
+            "bos_id": self.BOS,
+        }
 
 
 _SUBJECTS = [

@@ -12,7 +12,6 @@ interleaved pairs (Meta's layout), so those rows are permuted back on load.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from training.checkpoint_files import sha256_file
+from training.data import HF_TOKENIZER_FILE
 from training.model import ModelArgs, RopeScaling
 
 CONFIG_FILE = "config.json"
@@ -94,11 +95,10 @@ def tokenizer_mismatch(data_tokenizer: dict[str, Any], path: str | Path) -> str 
         return (
             f"the data was tokenized with {data_tokenizer.get('kind', 'an unknown')} tokenizer, not a Hugging Face one"
         )
-    tok = Path(path) / "tokenizer.json"
+    tok = Path(path) / HF_TOKENIZER_FILE
     if not tok.is_file():
         return None
-    sha = hashlib.sha256(tok.read_bytes()).hexdigest()
-    if data_tokenizer.get("sha256") != sha:
+    if data_tokenizer.get("sha256") != sha256_file(tok):
         return f"the data was tokenized with {data_tokenizer.get('path')}, which differs from {tok}"
     return None
 
@@ -146,11 +146,11 @@ def hf_to_native(tensors: dict[str, torch.Tensor], args: ModelArgs, *, tied: boo
         "post_attention_layernorm": "ffn_norm",
     }
     for i in range(args.n_layers):
-        src, dst = f"layers.{i}.", f"layers.{i}."
-        out[dst + "attention.wq.weight"] = _unpermute(tensors.pop(src + "self_attn.q_proj.weight"), args.n_heads)
-        out[dst + "attention.wk.weight"] = _unpermute(tensors.pop(src + "self_attn.k_proj.weight"), args.n_kv_heads)
+        layer = f"layers.{i}."  # the same prefix in both layouts
+        out[layer + "attention.wq.weight"] = _unpermute(tensors.pop(layer + "self_attn.q_proj.weight"), args.n_heads)
+        out[layer + "attention.wk.weight"] = _unpermute(tensors.pop(layer + "self_attn.k_proj.weight"), args.n_kv_heads)
         for hf_name, name in names.items():
-            out[f"{dst}{name}.weight"] = tensors.pop(f"{src}{hf_name}.weight")
+            out[f"{layer}{name}.weight"] = tensors.pop(f"{layer}{hf_name}.weight")
     leftover = sorted(k for k in tensors if not k.endswith("rotary_emb.inv_freq"))
     if leftover:
         raise HFCheckpointError(f"tensors this model has no place for: {', '.join(leftover[:8])}")
