@@ -32,7 +32,7 @@ synth: setup
 demo: synth
 	@echo "== demo: fault-injected training on local CPU workers -> $(DEMO_DIR) =="
 	python -m training.local --run-dir $(DEMO_DIR) --env $(ENV) --fresh
-	python -m training.report $(DEMO_DIR)
+	python -m training.telemetry.report $(DEMO_DIR)
 
 test: setup
 	ruff check .

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO, fmt, report, step_throughput, workers
-from training.events import read_events
+from training.telemetry.events import read_events
 
 DEFAULT_VARIANTS = "none,sync,async,async:cuda-ipc,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached"
 
@@ -37,8 +37,8 @@ def _worker(args: argparse.Namespace) -> int:
 
     from platform_config import config_from_dict, load_config
     from platform_config.loader import deep_merge
-    from training.distributed import destroy_process_group, init_process_group
-    from training.events import EventLog
+    from training.parallel.distributed import destroy_process_group, init_process_group
+    from training.telemetry.events import EventLog
     from training.trainer import Trainer
 
     rank, _ = init_process_group(timeout_s=args.timeout)

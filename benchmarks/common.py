@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from training.goodput import analyze, load_events
+from training.telemetry.goodput import analyze, load_events
 
 REPO = Path(__file__).resolve().parents[1]
 

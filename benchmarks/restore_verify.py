@@ -6,7 +6,7 @@ Starts ``--nproc`` workers (default 2) under ``torchrun`` on the host (gloo, no 
 Each writes its part of a ``--gb`` checkpoint with ``dcp.save`` and rank 0 commits it (checksums in
 ``COMMITTED``). Then, ``--repeats``
 times each, the workers verify it the old way (rank 0 hashes every file while the others wait) and the way
-:meth:`training.checkpoint.CheckpointManager.load_latest` does now (each rank hashes its share, then one
+:meth:`training.checkpoint.manager.CheckpointManager.load_latest` does now (each rank hashes its share, then one
 ``all_gather``). Reads are from the page cache after the first pass, so the numbers show the hashing, not the disk.
 """
 
@@ -31,10 +31,10 @@ def _worker(args: argparse.Namespace) -> int:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import FileSystemWriter
 
-    from training.checkpoint import CheckpointManager
-    from training.checkpoint_files import COMMIT_MARKER, file_checksums, verify_checkpoint
-    from training.distributed import destroy_process_group, init_process_group
-    from training.events import EventLog
+    from training.checkpoint.files import COMMIT_MARKER, file_checksums, verify_checkpoint
+    from training.checkpoint.manager import CheckpointManager
+    from training.parallel.distributed import destroy_process_group, init_process_group
+    from training.telemetry.events import EventLog
 
     rank, world = init_process_group(timeout_s=600)
     path = args.out / "step_00000001"

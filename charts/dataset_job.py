@@ -26,13 +26,13 @@ def dataset_dir(cfg: ProjectConfig) -> str:
 
 
 def prepare_data_args(cfg: ProjectConfig) -> list[str]:
-    """``python -m training.prepare_data``: tokenize ``train.corpus_source`` (or generate the offline corpus) into
+    """``python -m training.data.prepare``: tokenize ``train.corpus_source`` (or generate the offline corpus) into
     shards at :func:`dataset_dir`, with the tokenizer of ``model.hf_checkpoint`` when set. Training reads them
     when ``train.data_dir`` points there."""
     source = ["--source", cfg.train.corpus_source] if cfg.train.corpus_source else []
     source = source or ["--generate", f"{cfg.train.generated_corpus_mb:g}"]
     tokenizer = ["--tokenizer", cfg.model.hf_checkpoint] if cfg.model.hf_checkpoint else []
-    return ["python", "-m", "training.prepare_data", "--out", dataset_dir(cfg), *source, *tokenizer]
+    return ["python", "-m", "training.data.prepare", "--out", dataset_dir(cfg), *source, *tokenizer]
 
 
 class DatasetJob(Construct):

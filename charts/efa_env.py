@@ -5,7 +5,7 @@ from __future__ import annotations
 from cdk8s_plus_36 import k8s
 
 from platform_config import MODE_LAYERS, InstanceType, ProjectConfig, RecoveryMode
-from training.inprocess_restart import INPROCESS_PROCESS_ENV
+from training.resilience.inprocess import INPROCESS_PROCESS_ENV
 
 #: aws-ofi-nccl's tuner as installed in the AWS Deep Learning Containers.
 _OFI_NCCL_TUNER = "/opt/amazon/ofi-nccl/lib/libnccl-ofi-tuner.so"

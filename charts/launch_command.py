@@ -25,7 +25,7 @@ import shlex
 from charts.names import CONFIG_PATH, job_name, rendezvous_host, run_dir
 from charts.topology import Topology
 from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
-from training.exit_codes import fail_job_exit_codes
+from training.resilience.exit_codes import fail_job_exit_codes
 
 TRAINING_MODULE = "training.train"
 #: Node-local file a worker creates when it exits with the unrecoverable code; the supervisor watches it.
@@ -148,11 +148,11 @@ def shell_join(argv: list[str]) -> str:
 
 
 def launch_event_argv(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology, launcher: str) -> list[str]:
-    """``python -m training.events launch ...``: the ``launch`` event that starts the run's wall clock."""
+    """``python -m training.telemetry.events launch ...``: the ``launch`` event that starts the run's wall clock."""
     return [
         "python",
         "-m",
-        "training.events",
+        "training.telemetry.events",
         "launch",
         "--run-dir",
         run_dir(cfg, mode),

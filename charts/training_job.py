@@ -24,9 +24,9 @@ from charts.pod_resources import pod_resources
 from charts.topology import Topology
 from charts.volumes import shared_mounts, shared_volumes
 from platform_config import ProjectConfig, RecoveryMode
-from training.emf import AGENT_PORT as EMF_AGENT_PORT
-from training.emf import ENDPOINT_ENV as EMF_ENDPOINT_ENV
-from training.exit_codes import fail_job_exit_codes
+from training.resilience.exit_codes import fail_job_exit_codes
+from training.telemetry.emf import AGENT_PORT as EMF_AGENT_PORT
+from training.telemetry.emf import ENDPOINT_ENV as EMF_ENDPOINT_ENV
 
 SHM_VOLUME = "dshm"
 #: backoffLimitPerIndex and podReplacementPolicy are on by default from 1.29 (beta), GA in 1.33 / 1.34.

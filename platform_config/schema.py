@@ -338,7 +338,7 @@ class ModelConfig(_Strict):
 
     size: Literal["tiny", "small", "1b", "llama3-8b"] = "tiny"
     #: A local Hugging Face Llama directory (``config.json`` + ``*.safetensors``, e.g. on FSx): its shape replaces
-    #: ``size``, and its weights start a run that has no committed checkpoint (training/hf_checkpoint.py).
+    #: ``size``, and its weights start a run that has no committed checkpoint (training/model/hf_checkpoint.py).
     hf_checkpoint: str | None = None
 
 

@@ -34,7 +34,7 @@ for spec in $specs; do
     if command -v nvidia-smi >/dev/null; then nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv; fi
   } > "/tmp/$name/leftovers.txt" 2>&1
   pkill -9 -f -- "training.train --run-dir /tmp/$name " 2>/dev/null  # a timed-out run's launcher and workers
-  python3 -m training.report "/tmp/$name" > "$out/$name.report.txt" 2>&1 || rc=1
+  python3 -m training.telemetry.report "/tmp/$name" > "$out/$name.report.txt" 2>&1 || rc=1
   # Everything else of the run in one archive (the device tool returns at most 8 files): launcher and NVRx monitor
   # logs, events, reports, leftovers; no checkpoint data or corpus. GNU tar applies --exclude only before paths.
   tar czf "$out/$name.tgz" --exclude='*.distcp' --exclude=data --exclude='*.png' -C /tmp "$name" || rc=1

@@ -6,7 +6,7 @@ What it makes (one construct, :class:`Observability`):
   for its ``cloudwatch-agent`` service account through a Pod Identity association. Fluent Bit ships every
   container's stdout/stderr to ``/aws/containerinsights/<cluster>/application``. The agent configuration turns
   on Container Insights and the agent's EMF listener (TCP/UDP 25888 on each node: the agent runs with host
-  networking), which turns the training's embedded-metric-format records (``training/emf.py``; pods set
+  networking), which turns the training's embedded-metric-format records (``training/telemetry/emf.py``; pods set
   ``AWS_EMF_AGENT_ENDPOINT=udp://$(HOST_IP):25888``) into metrics;
 * a dashboard over those metrics (namespace ``observability.metric_namespace``, dimension ``JobName`` =
   ``job.job_name``): goodput, step rate, restarts by cause and layer, checkpoint freshness, checkpoint stall and
@@ -48,7 +48,7 @@ from constructs import Construct, IDependable
 
 from platform_config import ProjectConfig
 from stacks.compliance import acknowledge, managed_policy_finding
-from training.emf import AGENT_PORT
+from training.telemetry.emf import AGENT_PORT
 
 #: The EKS add-on name and the service account its CloudWatch agent runs as (fixed by the add-on).
 ADDON_NAME = "amazon-cloudwatch-observability"
@@ -57,7 +57,7 @@ AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
 EMF_PORT = AGENT_PORT
 #: Longest alarm period CloudWatch accepts for a single-period alarm (period x evaluation periods <= 1 day).
 MAX_ALARM_WINDOW_MINUTES = 24 * 60
-#: Must match training/emf.py (the dashboard reads the names the trainer writes).
+#: Must match training/telemetry/emf.py (the dashboard reads the names the trainer writes).
 JOB_DIMENSION = "JobName"
 
 
@@ -200,7 +200,7 @@ class Observability(Construct):
                     f"# Goodput of job `{self._job}`\n"
                     "Training goodput = time of steps kept in the final model / wall time; infrastructure "
                     "goodput = time workers were in the training loop / wall time (definitions: docs/goodput.md). "
-                    f"Metrics: namespace `{self._ns}`, from training/emf.py."
+                    f"Metrics: namespace `{self._ns}`, from training/telemetry/emf.py."
                 ),
                 width=24,
                 height=2,

@@ -9,7 +9,7 @@ launcher's own output goes to ``<run_dir>/launcher.log``. In ``k8s-only`` mode a
 relaunched with ``JOB_ATTEMPT`` + 1 (what Kubernetes' pod restart does), up to ``job.backoff_limit``.
 
 Exits non-zero with a message when the target step was not reached; the launcher's exit is translated
-by :func:`training.exit_codes.translate_launcher_exit` (ft_launcher restarts exhausted -> unrecoverable).
+by :func:`training.resilience.exit_codes.translate_launcher_exit` (ft_launcher restarts exhausted -> unrecoverable).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any
 
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
-from training.events import EVENTS_FILE, EventLog
-from training.exit_codes import ExitCode, clear_exit_status, exit_code_for, translate_launcher_exit
-from training.ft_monitor import ft_launcher_args, ft_launcher_yaml
-from training.inprocess_restart import STORE_PORT_ENV
+from training.resilience.exit_codes import ExitCode, clear_exit_status, exit_code_for, translate_launcher_exit
+from training.resilience.ft_monitor import ft_launcher_args, ft_launcher_yaml
+from training.resilience.inprocess import STORE_PORT_ENV
+from training.telemetry.events import EVENTS_FILE, EventLog
 
 SUMMARY_FILE = "summary.json"
 

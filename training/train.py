@@ -13,7 +13,7 @@ and ``cfg.local.ft`` (short CPU timeouts). Restart events are emitted by the lay
   ``ft_launcher``; the cause is the newest fault in the persisted fault state, else ``worker_failure``;
 - job (Kubernetes): a first worker of a new pod (``JOB_ATTEMPT`` > 0) -> layer ``job``.
 
-Exit codes: :mod:`training.exit_codes`. Rank 0 writes ``summary.json`` when the target step is reached.
+Exit codes: :mod:`training.resilience.exit_codes`. Rank 0 writes ``summary.json`` when the target step is reached.
 """
 
 from __future__ import annotations
@@ -31,22 +31,20 @@ from typing import Any
 
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, ProjectConfig, RecoveryMode
-from training import timeout_check
-from training.emf import EmfEmitter
-from training.events import EventLog, read_events
-from training.exit_codes import (
+from training.common.files import atomic_write_json
+from training.resilience import timeout_check
+from training.resilience.exit_codes import (
     ExitCode,
     FailureLedger,
     UnrecoverableError,
-    atomic_write_json,
     check_codes,
     classify,
     exit_code_for,
     write_exit_status,
 )
-from training.faults import FaultInjector, fired_faults, schedule_from_config
-from training.ft_monitor import FtMonitor
-from training.inprocess_restart import (
+from training.resilience.faults import FaultInjector, fired_faults, schedule_from_config
+from training.resilience.ft_monitor import FtMonitor
+from training.resilience.inprocess import (
     RestartTracker,
     apply_process_env,
     build_wrapper,
@@ -54,7 +52,9 @@ from training.inprocess_restart import (
     store_port,
     wrap,
 )
-from training.stall_dump import StallDump, threshold_s
+from training.resilience.stall_dump import StallDump, threshold_s
+from training.telemetry.emf import EmfEmitter
+from training.telemetry.events import EventLog, read_events
 
 SUMMARY_FILE = "summary.json"
 #: Step intervals (after the first) measured before the step-time check runs.
@@ -192,7 +192,7 @@ class Runner:
         return None
 
     def __call__(self, call_wrapper: Any = None) -> int:
-        from training import distributed
+        from training.parallel import distributed
         from training.trainer import Trainer
 
         iteration = call_wrapper.iteration if call_wrapper is not None else 0
@@ -270,7 +270,7 @@ class Runner:
 
         import torch.distributed as dist
 
-        from training import distributed
+        from training.parallel import distributed
 
         timeout_s = distributed.collective_timeout_s(self.cfg.inprocess)
         if iteration > 0 and dist.is_initialized():  # NVRx's abort normally destroyed it; never reuse a broken one
@@ -321,7 +321,7 @@ class Runner:
 
 def _abandon_async_saves() -> None:
     """In-process fault cleanup: abandon NVRx async saves left open by the failed iteration."""
-    from training.checkpoint import abandon_async_saves
+    from training.checkpoint.manager import abandon_async_saves
 
     if abandon_async_saves():
         print(f"[train] rank {os.environ.get('RANK', '?')}: abandoned the failed iteration's async saves", flush=True)
@@ -427,7 +427,7 @@ def run(args: argparse.Namespace) -> int:
     runner.hooks.stall.stop()
     runner.events.emit("exit", reason=cause, code=code, step=runner.last_step)
     if runner.emf.enabled and runner.summary is not None:  # rank 0 of a finished run: the run's goodput
-        from training.goodput import analyze, load_events
+        from training.telemetry.goodput import analyze, load_events
 
         run = analyze(load_events(args.run_dir).events)
         runner.emf.goodput(training=run.training_goodput, infrastructure=run.infrastructure_goodput)

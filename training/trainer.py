@@ -20,14 +20,14 @@ import torch.nn.functional as F
 from torch.distributed.checkpoint.stateful import Stateful
 
 from platform_config.schema import ProjectConfig
-from training.checkpoint import CheckpointManager
-from training.data import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
-from training.distributed import apply_fsdp, device, set_determinism
-from training.events import EventLog
-from training.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config, tokenizer_mismatch
-from training.metrics import StepTimer, peak_flops_per_device
-from training.model import ModelArgs, build_model, flops_per_token
-from training.state import AppState, state_digest
+from training.checkpoint.manager import CheckpointManager
+from training.checkpoint.state import AppState, state_digest
+from training.data.dataset import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
+from training.model.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config, tokenizer_mismatch
+from training.model.llama import ModelArgs, build_model, flops_per_token
+from training.parallel.distributed import apply_fsdp, device, set_determinism
+from training.telemetry.events import EventLog
+from training.telemetry.metrics import StepTimer, peak_flops_per_device
 
 #: Size of the generated offline corpus (bytes = tokens) when ``train.data_dir`` is unset.
 GENERATED_CORPUS_BYTES = 1 << 20
@@ -158,7 +158,7 @@ class Trainer:
             if mismatch:
                 print(
                     f"[trainer] WARNING: {mismatch}; the weights in {path} will read meaningless tokens. "
-                    f"Prepare the data with: python -m training.prepare_data --tokenizer {path} ...",
+                    f"Prepare the data with: python -m training.data.prepare --tokenizer {path} ...",
                     flush=True,
                 )
         return args

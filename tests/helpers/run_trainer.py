@@ -15,9 +15,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from platform_config import config_from_dict
-from training.checkpoint import CheckpointManager
-from training.distributed import destroy_process_group, init_process_group
-from training.events import EventLog
+from training.checkpoint.manager import CheckpointManager
+from training.parallel.distributed import destroy_process_group, init_process_group
+from training.telemetry.events import EventLog
 from training.trainer import Trainer
 
 

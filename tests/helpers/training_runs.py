@@ -158,15 +158,15 @@ def single_process_group() -> Iterator[None]:
             dist.destroy_process_group()
 
 
-def tiny_app_state(seed: int = 0, *, extra: dict[str, Any] | None = None):  # -> training.state.AppState
+def tiny_app_state(seed: int = 0, *, extra: dict[str, Any] | None = None):  # -> training.checkpoint.state.AppState
     """A tiny FSDP2 model + AdamW + sampler wrapped in an AppState (needs an initialised process group)."""
     import torch
     import torch.distributed as dist
 
-    from training.data import ResumableSampler
-    from training.distributed import apply_fsdp
-    from training.model import build_model
-    from training.state import AppState
+    from training.checkpoint.state import AppState
+    from training.data.dataset import ResumableSampler
+    from training.model.llama import build_model
+    from training.parallel.distributed import apply_fsdp
 
     torch.manual_seed(seed)
     model = apply_fsdp(build_model("tiny", 264, max_seq_len=16), torch.device("cpu"))

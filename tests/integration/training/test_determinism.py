@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.training_runs import FAST_CONFIG, local_run
-from training.events import read_events
+from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
 

@@ -23,9 +23,9 @@ import pytest
 
 from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, local_run
 from tests.helpers.training_runs import test_env as child_env
-from training.events import read_events
-from training.exit_codes import ExitCode
-from training.faults import parse_schedule
+from training.resilience.exit_codes import ExitCode
+from training.resilience.faults import parse_schedule
+from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
 

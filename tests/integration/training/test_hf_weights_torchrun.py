@@ -8,7 +8,7 @@ import torch
 
 from tests.helpers.hf_llama import save_tiny_llama
 from tests.helpers.training_runs import FAST_CONFIG, read_result, run_trainer
-from training.hf_checkpoint import hf_state_dict, read_hf_config
+from training.model.hf_checkpoint import hf_state_dict, read_hf_config
 
 
 def test_fsdp_ranks_start_from_hf_weights_then_resume_from_their_checkpoint(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.training_runs import local_run
-from training.events import read_events
+from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
 

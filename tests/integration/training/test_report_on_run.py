@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.training_runs import free_port
-from training.events import LAYERS
+from training.telemetry.events import LAYERS
 
 REPO = Path(__file__).resolve().parents[3]
 STEPS = 60
@@ -34,7 +34,11 @@ def run(tmp_path_factory) -> tuple[Path, dict, dict, str]:
     )
     assert train.returncode == 0, f"training.local failed:\n{train.stdout[-3000:]}\n{train.stderr[-3000:]}"
     rep = subprocess.run(
-        [sys.executable, "-m", "training.report", str(run_dir)], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "training.telemetry.report", str(run_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert rep.returncode == 0, rep.stderr
     report = json.loads((run_dir / "report.json").read_text())

@@ -14,8 +14,8 @@ import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from tests.helpers.training_runs import FAST_CONFIG, read_result, run_trainer
-from training.checkpoint_files import hash_shares, list_committed, read_marker, step_dir_name
-from training.events import read_events
+from training.checkpoint.files import hash_shares, list_committed, read_marker, step_dir_name
+from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "training" / "loss_curve_tiny.json"

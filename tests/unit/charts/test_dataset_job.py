@@ -11,7 +11,7 @@ def test_dataset_job_writes_shards_on_fsx(cfg):
     pod = job["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["command"] == prepare_data_args(cfg)
-    assert c["command"][:3] == ["python", "-m", "training.prepare_data"]
+    assert c["command"][:3] == ["python", "-m", "training.data.prepare"]
     out = c["command"][c["command"].index("--out") + 1]
     assert out.startswith(f"{cfg.storage.mount_path}/data/")
     assert {"name": "fsx", "mountPath": cfg.storage.mount_path} in c["volumeMounts"]
@@ -25,7 +25,7 @@ def test_configured_data_dir_wins():
 
 
 def test_arguments_are_ones_prepare_data_accepts():
-    from training.prepare_data import parse_args
+    from training.data.prepare import parse_args
 
     for cfg in (make_cfg(), make_cfg(train={"corpus_source": "/checkpoints/raw/c4"})):
         args = parse_args(prepare_data_args(cfg)[3:])
@@ -35,7 +35,7 @@ def test_arguments_are_ones_prepare_data_accepts():
 
 def test_an_hf_checkpoint_brings_its_tokenizer_and_its_own_data_dir():
     cfg = make_cfg(model={"hf_checkpoint": "/checkpoints/models/Llama-3.1-8B"})
-    from training.prepare_data import parse_args
+    from training.data.prepare import parse_args
 
     args = parse_args(prepare_data_args(cfg)[3:])
     assert str(args.tokenizer) == "/checkpoints/models/Llama-3.1-8B"

@@ -137,12 +137,12 @@ def test_worker_script_marks_only_the_unrecoverable_code_and_stops_the_launcher(
 
 @pytest.mark.parametrize("mode", [RecoveryMode.INPROCESS_FT, RecoveryMode.K8S_ONLY])
 def test_supervisor_records_the_launch_event_before_the_launcher(tmp_path, cfg, mode):
-    """The pod's start counts against goodput: the supervisor runs ``training.events launch`` (for real, here
+    """The pod's start counts against goodput: the supervisor runs ``training.telemetry.events launch`` (for real, here
     with the run directory redirected) before it starts the launcher."""
     import os
 
     from tests.helpers.training_runs import REPO_ROOT
-    from training.events import read_events
+    from training.telemetry.events import read_events
 
     topology = Topology.from_config(cfg)
     script = lc.supervisor_script(cfg, mode, topology)

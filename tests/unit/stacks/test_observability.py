@@ -22,7 +22,7 @@ from stacks.observability import (
     ObservabilityProps,
     agent_configuration,
 )
-from training.emf import METRICS
+from training.telemetry.emf import METRICS
 
 CDK_JSON = Path(__file__).resolve().parents[3] / "cdk.json"
 
@@ -145,7 +145,7 @@ def test_dashboard_reads_the_metrics_training_emits(synthesized) -> None:
     for name in ("TrainingGoodput", "InfrastructureGoodput", "StepsCompleted", "Restarts", "CheckpointAge",
                  "CheckpointStall", "RollbackSteps", "RecoveryTime"):  # fmt: skip
         assert name in body, name
-        assert name in METRICS, f"{name} is not a metric training/emf.py writes"
+        assert name in METRICS, f"{name} is not a metric training/telemetry/emf.py writes"
     assert cfg.observability.metric_namespace in body
     assert "SEARCH(" in body and "Cause" in body  # restarts by layer and cause
     assert "alarm" in body.lower()

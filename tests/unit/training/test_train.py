@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from training.exit_codes import atomic_write_json
+from training.common.files import atomic_write_json
 from training.train import _ns_of_fault, parse_args, resolve_config
 
 

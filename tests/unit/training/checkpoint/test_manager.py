@@ -1,0 +1,433 @@
+"""CheckpointManager on a real one-rank gloo group: commit, restore, integrity, retention, storage faults."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemWriter
+
+from tests.helpers.training_runs import single_process_group, tiny_app_state, tiny_train_step
+from training.checkpoint.errors import CheckpointWriteError, NoUsableCheckpointError
+from training.checkpoint.files import (
+    COMMIT_MARKER,
+    QUARANTINE_DIR,
+    RANK_SUMS,
+    TMP_SUFFIX,
+    checksums,
+    file_checksums,
+    hash_shares,
+    list_committed,
+    publish_rank_checksums,
+    read_marker,
+    step_dir_name,
+    storage_layout_error,
+    verify_checkpoint,
+)
+from training.checkpoint.manager import CheckpointManager, _InFlight
+from training.checkpoint.state import state_digest
+from training.telemetry.events import EventLog, read_events
+
+
+@pytest.fixture(autouse=True)
+def _group():
+    with single_process_group():
+        yield
+
+
+def _manager(root: Path, mode: str = "sync", keep_last: int = 5, **kw) -> CheckpointManager:
+    return CheckpointManager(root, mode, keep_last, EventLog(root.parent, rank=0), 0, 1, **kw)
+
+
+def _digest(state) -> str:
+    return state_digest(state.model, state.optimizer)
+
+
+def _train_and_save(mgr: CheckpointManager, state, steps: list[int]) -> dict[int, str]:
+    digests = {}
+    for step in steps:
+        while state.step < step:
+            tiny_train_step(state)
+        mgr.save(step, state)
+        digests[step] = _digest(state)
+    mgr.wait()
+    return digests
+
+
+def _one_committed(root: Path, step: int) -> Path:
+    """A sync manager commits one checkpoint of the tiny state at ``step``; returns its directory."""
+    mgr = _manager(root)
+    _train_and_save(mgr, tiny_app_state(0), [step])
+    mgr.close()
+    return root / step_dir_name(step)
+
+
+def _events(root: Path, name: str) -> list[dict]:
+    return [e for e in read_events(root.parent) if e["event"] == name]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_commit_and_restore_round_trip(tmp_path: Path, mode: str) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, mode)
+    state = tiny_app_state(0)
+    digests = _train_and_save(mgr, state, [2, 4])
+    mgr.close()
+    assert [s for s, _ in list_committed(root)] == [2, 4]
+    marker = read_marker(root / step_dir_name(4))
+    assert marker is not None and ".metadata" in marker["files"] and "__0_0.distcp" in marker["files"]
+    assert verify_checkpoint(root / step_dir_name(4)) is None
+    assert {e["step"] for e in _events(root, "ckpt_committed")} == {2, 4}
+
+    fresh = tiny_app_state(0)
+    loader = _manager(root, mode)
+    assert loader.load_latest(fresh) == 4
+    assert _digest(fresh) == digests[4] and fresh.step == 4
+    assert _events(root, "restore")[-1]["from_step"] == 4
+    loader.close()
+
+
+def test_a_sync_save_stalls_the_loop_until_its_commit_is_done(tmp_path: Path) -> None:
+    """The stall a synchronous save reports covers the commit too (the loop waits for it)."""
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, "sync")
+    _train_and_save(mgr, tiny_app_state(0), [1, 2])
+    mgr.close()
+    order = [(e["event"], e["step"]) for e in read_events(tmp_path) if e["event"].startswith("ckpt_")]
+    assert order == [(name, step) for step in (1, 2) for name in ("ckpt_begin", "ckpt_committed", "ckpt_staged")]
+    staged, committed = _events(root, "ckpt_staged"), _events(root, "ckpt_committed")
+    assert all(s["stall_s"] >= c["write_s"] for s, c in zip(staged, committed, strict=True))
+
+
+def test_async_save_snapshots_the_state_at_save_time(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, "async", write_delay_s=0.2)
+    state = tiny_app_state(0)
+    tiny_train_step(state)
+    want = _digest(state)
+    mgr.save(1, state)
+    assert mgr.in_flight == 1
+    for _ in range(2):  # training continues while the write is in flight
+        tiny_train_step(state)
+    mgr.close()
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 1
+    assert _digest(fresh) == want
+
+
+@pytest.mark.parametrize("damage", ["truncate", "bitflip", "missing", "marker"])
+def test_damaged_checkpoint_is_quarantined_and_previous_used(tmp_path: Path, damage: str) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    digests = _train_and_save(mgr, tiny_app_state(0), [1, 2])
+    mgr.close()
+    bad = root / step_dir_name(2)
+    shard = bad / "__0_0.distcp"
+    if damage == "truncate":
+        os.truncate(shard, shard.stat().st_size // 2)
+    elif damage == "bitflip":
+        data = bytearray(shard.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        shard.write_bytes(bytes(data))
+    elif damage == "missing":
+        shard.unlink()
+    else:
+        (bad / COMMIT_MARKER).write_text("{not json")
+    fresh = tiny_app_state(0)
+    step = _manager(root).load_latest(fresh)
+    if damage == "marker":  # an unreadable marker means "never committed": ignored, then cleaned up
+        assert step == 1 and not bad.exists()
+    else:
+        assert step == 1
+        quarantined = list((root / QUARANTINE_DIR).iterdir())
+        assert [p.name.split("-")[0] for p in quarantined] == [step_dir_name(2)]
+        (event,) = _events(root, "ckpt_quarantined")
+        assert event["step"] == 2 and event["reason"]
+    assert _digest(fresh) == digests[1]
+
+
+def _shift_one_item(ckpt: Path) -> None:
+    """Rewrite ``.metadata`` so that one item points one byte off, and re-checksum the marker: a commit of
+    metadata that describes other bytes (what NVRx produced from a stale write result)."""
+    with (ckpt / ".metadata").open("rb") as fh:
+        md = pickle.load(fh)
+    index, info = max(md.storage_data.items(), key=lambda kv: kv[1].offset)
+    md.storage_data[index] = dataclasses.replace(info, offset=info.offset + 1)
+    with (ckpt / ".metadata").open("wb") as fh:
+        pickle.dump(md, fh)
+    marker = json.loads((ckpt / COMMIT_MARKER).read_text())
+    marker["files"] = file_checksums(ckpt)
+    (ckpt / COMMIT_MARKER).write_text(json.dumps(marker))
+
+
+def test_metadata_that_does_not_describe_the_files_is_quarantined(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    digests = _train_and_save(mgr, tiny_app_state(0), [1, 2])
+    mgr.close()
+    good, bad = root / step_dir_name(1), root / step_dir_name(2)
+    assert storage_layout_error(good) is None
+    _shift_one_item(bad)
+    reason = verify_checkpoint(bad)
+    assert reason is not None and ".metadata does not match __0_0.distcp" in reason
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 1
+    assert _digest(fresh) == digests[1]
+    (event,) = _events(root, "ckpt_quarantined")
+    assert event["step"] == 2 and ".metadata does not match" in event["reason"]
+
+
+def test_layout_check_names_unlisted_and_unreadable_files(tmp_path: Path) -> None:
+    ckpt = _one_committed(tmp_path / "ckpt", 1)
+    (ckpt / "__9_0.distcp").write_bytes(b"stray")
+    assert "__9_0.distcp" in (storage_layout_error(ckpt) or "")
+    (ckpt / ".metadata").write_bytes(b"\x00" * 8)
+    assert (storage_layout_error(ckpt) or "").startswith("unreadable .metadata")
+
+
+def test_no_usable_checkpoint_is_an_error_not_a_fresh_start(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    _train_and_save(mgr, tiny_app_state(0), [1])
+    mgr.close()
+    (root / step_dir_name(1) / ".metadata").unlink()
+    with pytest.raises(NoUsableCheckpointError, match="quarantined"):
+        _manager(root).load_latest(tiny_app_state(0))
+    # Later attempts keep refusing (the quarantine remembers), unless a fresh start is explicitly allowed.
+    with pytest.raises(NoUsableCheckpointError):
+        _manager(root).load_latest(tiny_app_state(0))
+    assert _manager(root).load_latest(tiny_app_state(0), allow_fresh_start=True) is None
+
+
+def test_an_abandoned_save_is_never_committed(tmp_path: Path) -> None:
+    """A save given up on the error path must not commit when its write completes later."""
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, "async", write_delay_s=0.3)
+    state = tiny_app_state(0)
+    tiny_train_step(state)
+    mgr.save(1, state)
+    mgr._inflight.abandoned = True  # what close(collective=False) marks for a save it gives up on
+    with pytest.raises(CheckpointWriteError, match="abandoned"):
+        mgr.wait()
+    mgr.close()
+    assert list_committed(root) == []
+
+
+def test_abandon_async_saves_with_nothing_open() -> None:
+    from training.checkpoint.manager import abandon_async_saves
+
+    assert abandon_async_saves() == 0
+
+
+def test_first_run_and_partial_only_start_fresh(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    assert _manager(root).load_latest(tiny_app_state(0)) is None  # no directory at all
+    (root / (step_dir_name(3) + ".tmp")).mkdir(parents=True)
+    (root / (step_dir_name(3) + ".tmp") / "__0_0.distcp").write_bytes(b"partial")
+    assert _manager(root).load_latest(tiny_app_state(0)) is None
+    assert not list(root.iterdir())  # the partial one was cleaned up
+    assert _events(root, "restore")[-1]["tier"] == "none"
+
+
+def test_partial_newer_than_committed_is_ignored(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    _train_and_save(mgr, tiny_app_state(0), [1])
+    mgr.close()
+    (root / (step_dir_name(5) + ".tmp")).mkdir()
+    (root / step_dir_name(6)).mkdir()  # renamed by hand, never committed
+    assert _manager(root).latest_committed() == 1
+    assert _manager(root).load_latest(tiny_app_state(0)) == 1
+
+
+def test_retention_keeps_last_k_and_removes_stale_partials(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    (root / (step_dir_name(1) + ".tmp")).mkdir(parents=True)  # leftover of a crashed save
+    mgr = _manager(root, keep_last=2)
+    _train_and_save(mgr, tiny_app_state(0), [2, 3, 4, 5])
+    mgr.close()
+    assert sorted(p.name for p in root.iterdir()) == [step_dir_name(4), step_dir_name(5)]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_disk_full_raises_checkpoint_write_error(tmp_path: Path, mode: str) -> None:
+    root = tmp_path / "ckpt"
+    tmp = root / (step_dir_name(1) + ".tmp")
+    tmp.mkdir(parents=True)
+    for name in ("__0_0.distcp", ".metadata"):  # every write into these hits a real ENOSPC
+        (tmp / name).symlink_to("/dev/full")
+    mgr = _manager(root, mode)
+    state = tiny_app_state(0)
+    with pytest.raises(CheckpointWriteError, match="ENOSPC"):
+        mgr.save(1, state)
+        mgr.wait()
+    assert list_committed(root) == []
+    assert "ENOSPC" in _events(root, "ckpt_failed")[0]["error"]
+    mgr.close()
+
+
+def test_unwritable_directory_raises_checkpoint_write_error(tmp_path: Path) -> None:
+    root = Path("/sys/fs/ckpt-unwritable-test") if os.geteuid() == 0 else Path("/proc/ckpt-unwritable-test")
+    try:
+        root.mkdir()
+        root.rmdir()
+        pytest.skip(f"{root.parent} is writable here")
+    except OSError:
+        pass
+    mgr = CheckpointManager(root, "sync", 2, EventLog(tmp_path, rank=0), 0, 1)
+    with pytest.raises(CheckpointWriteError) as info:
+        mgr.save(1, tiny_app_state(0))
+    assert any(code in str(info.value) for code in ("EPERM", "EACCES", "EROFS", "ENOENT"))
+    assert [e["event"] for e in read_events(tmp_path)] == ["ckpt_begin", "ckpt_failed"]
+    mgr.close()
+
+
+def test_slow_storage_back_pressure_one_save_in_flight(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, "async", write_delay_s=0.3)
+    state = tiny_app_state(0)
+    seen_in_flight = []
+    mgr.save(1, state, during_write=lambda s: seen_in_flight.append((s, mgr.in_flight, list_committed(root))))
+    assert seen_in_flight == [(1, 1, [])]  # the write is still in flight during the checkpoint fault point
+    tiny_train_step(state)
+    mgr.save(2, state)  # blocks until step 1 is committed: never two staged copies
+    order = [(e["event"], e["step"]) for e in read_events(tmp_path) if e["event"].startswith("ckpt_")]
+    assert order.index(("ckpt_committed", 1)) < order.index(("ckpt_begin", 2))
+    mgr.close()
+    assert [s for s, _ in list_committed(root)] == [1, 2]
+
+
+def test_fault_during_sync_write_leaves_no_commit(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    state = tiny_app_state(0)
+    _train_and_save(mgr, state, [1])
+
+    def crash(step: int) -> None:
+        raise RuntimeError(f"injected fault at checkpoint {step}")
+
+    tiny_train_step(state)
+    with pytest.raises(RuntimeError, match="injected"):
+        mgr.save(2, state, during_write=crash)
+    assert [s for s, _ in list_committed(root)] == [1]
+    assert (root / (step_dir_name(2) + ".tmp")).is_dir()
+    assert _manager(root).load_latest(tiny_app_state(0)) == 1
+
+
+class _GatedCommit(CheckpointManager):
+    """Rank 0's commit waits for ``gate``: a commit that takes long (hashing a large checkpoint)."""
+
+    gate: threading.Event
+
+    def _commit(self, flight) -> None:  # type: ignore[no-untyped-def]
+        assert self.gate.wait(30)
+        super()._commit(flight)
+
+
+def _finished_write(root: Path, step: int) -> _InFlight:
+    """A complete, uncommitted ``step_N.tmp`` dir, as a finished async write leaves it."""
+    state = tiny_app_state(0)
+    tiny_train_step(state)
+    state.step = step
+    tmp = root / (step_dir_name(step) + TMP_SUFFIX)
+    dcp.save({"app": state.state_dict()}, storage_writer=FileSystemWriter(tmp))
+    return _InFlight(step, tmp, time.perf_counter())
+
+
+def test_the_commit_does_not_block_the_thread_that_finalizes_the_write(tmp_path: Path) -> None:
+    """NVRx finalizes a finished write on the training thread: rank 0's commit must run elsewhere."""
+    root = tmp_path / "ckpt"
+    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1)
+    mgr.gate = threading.Event()
+    flight = _finished_write(root, 3)
+    mgr._write_done(flight)  # returns while the commit waits
+    assert not flight.done.is_set() and list_committed(root) == []
+    mgr.gate.set()
+    assert flight.done.wait(30) and flight.error is None
+    assert [s for s, _ in list_committed(root)] == [3]
+    mgr.close()
+
+
+def test_a_restore_waits_for_a_commit_still_running(tmp_path: Path) -> None:
+    """After an in-process restart the commit of a finished write may still run: restore must count it, and
+    must not remove its directory as a partial one."""
+    root = tmp_path / "ckpt"
+    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1)
+    mgr.gate = threading.Event()
+    flight = _finished_write(root, 4)
+    mgr._write_done(flight)
+    threading.Timer(0.5, mgr.gate.set).start()
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 4
+    assert flight.error is None and fresh.step == 4
+    mgr.close()
+
+
+def test_each_rank_hashes_only_its_share_and_together_they_find_a_bit_flip(tmp_path: Path) -> None:
+    path = _one_committed(tmp_path / "ckpt", 2)
+    shares = hash_shares(read_marker(path)["files"], 2)
+    victim = shares[1][0]
+    data = bytearray((path / victim).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (path / victim).write_bytes(bytes(data))
+    assert verify_checkpoint(path, share=(0, 2), check_layout=False) is None  # not rank 0's file
+    assert victim in verify_checkpoint(path, share=(1, 2), check_layout=False)
+    assert victim in verify_checkpoint(path)
+
+
+def _rank0_of_two(tmp_path: Path) -> CheckpointManager:
+    """Rank 0 of a two-rank job (only its commit is driven here; rank 1 is played by the test)."""
+    return CheckpointManager(tmp_path / "ckpt", "async", 5, EventLog(tmp_path, rank=0), 0, 2)
+
+
+def test_rank0_commits_with_the_checksums_the_other_rank_published(tmp_path: Path) -> None:
+    mgr = _rank0_of_two(tmp_path)
+    flight = _finished_write(mgr.root, 1)
+    stray = flight.tmp / "__1_0.distcp"  # "rank 1's" file: .metadata does not describe it, so the layout check
+    stray.write_bytes(b"rank one")  # refuses the commit - but only after every checksum was gathered
+    publish_rank_checksums(flight.tmp, 1)
+    assert json.loads((flight.tmp / RANK_SUMS.format(1)).read_text()) == checksums([stray])
+    mgr._commit(flight)
+    assert "__1_0.distcp" in str(flight.error) and ".metadata" in str(flight.error)
+    mgr.close()
+
+
+def test_a_file_no_rank_hashed_is_never_committed(tmp_path: Path) -> None:
+    mgr = _manager(tmp_path / "ckpt", "async")
+    flight = _finished_write(mgr.root, 1)
+    (flight.tmp / "__7_0.distcp").write_bytes(b"whose?")
+    mgr._commit(flight)
+    assert "no rank hashed __7_0.distcp" in str(flight.error)
+    assert list_committed(mgr.root) == []
+    mgr.close()
+
+
+def test_a_rank_that_could_not_hash_fails_the_commit_at_once(tmp_path: Path) -> None:
+    mgr = _rank0_of_two(tmp_path)
+    flight = _finished_write(mgr.root, 1)
+    (flight.tmp / RANK_SUMS.format(1)).write_text(json.dumps({"error": "rank 1 could not hash its files: EIO"}))
+    mgr._commit(flight)
+    assert "rank 1 could not hash its files" in str(flight.error)
+    mgr.close()
+
+
+def test_an_in_process_restart_stops_a_commit_waiting_for_a_lost_rank(tmp_path: Path) -> None:
+    """Rank 1 died before publishing: the restart's abandon must end rank 0's wait (not the 600 s timeout)."""
+    from training.checkpoint.manager import abandon_async_saves
+
+    mgr = _rank0_of_two(tmp_path)
+    flight = _finished_write(mgr.root, 1)
+    mgr._write_done(flight)  # rank 0's commit thread now waits for rank 1's checksums
+    assert not flight.done.wait(0.5)
+    abandon_async_saves()
+    assert flight.done.wait(10)
+    assert "abandoned" in str(flight.error)
+    assert list_committed(mgr.root) == []
+    mgr.close()

@@ -1,0 +1,174 @@
+"""NVRx's async path with a real NVRx queue and writer process (0.4.1 here; CUDA-free requests only)."""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+
+
+def test_abandoning_nvrx_async_replaces_the_write_results_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVRx hands write results over through one module-level queue (checked to exist in the installed
+    NVRx); results of an abandoned save must not reach the next save's finalize."""
+    from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
+
+    from training.checkpoint.nvrx_async import NvrxAsync
+
+    assert hasattr(filesystem_async, "_results_queue")
+    stale: queue.Queue = queue.Queue()
+    stale.put({"0": ["write results of an abandoned save"]})
+    stale.put({"0": ["another"]})
+    monkeypatch.setattr(filesystem_async, "_results_queue", stale)
+    NvrxAsync._reset_write_results()
+    assert stale.empty()
+    assert filesystem_async._results_queue is None  # the next save creates a fresh one: late puts go nowhere
+    NvrxAsync._reset_write_results()  # no queue yet: nothing to do
+
+
+NVRX_ABANDON_SCRIPT = """
+import gc, sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
+from training.checkpoint.manager import abandon_async_saves
+from training.checkpoint.nvrx_async import NvrxAsync
+nvrx = NvrxAsync()  # real NVRx queue + spawned persistent worker (no CUDA needed until a save)
+caller = nvrx.queue.persistent_caller
+deadline = time.time() + 60
+while not caller.process.is_alive() and time.time() < deadline:
+    time.sleep(0.1)
+worker = caller.process
+# What an interrupted close(collective=False) leaves: the caller off the queue and its worker killed, but its
+# ``process`` still set. NVRx's PersistentAsyncCaller.__del__ would then wait forever for the dead worker.
+nvrx._dying.append(caller)
+nvrx.queue.persistent_caller = None
+worker.kill()
+worker.join()
+del caller
+print("abandoned", abandon_async_saves(), flush=True)  # the in-process finalize hook finishes the job
+del nvrx
+gc.collect()
+print("collected; worker alive:", worker.is_alive(), flush=True)
+"""
+
+
+def _run_nvrx_script(script: str, timeout_s: float) -> str:
+    """Run ``script`` (a one-rank gloo group on a free port) in a fresh interpreter; return its stdout."""
+    import subprocess
+    import sys
+
+    from tests.helpers.training_runs import REPO_ROOT, free_port
+    from tests.helpers.training_runs import test_env as child_env
+
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(free_port())],
+        cwd=REPO_ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
+    out = _run_nvrx_script(NVRX_ABANDON_SCRIPT, timeout_s=90)
+    assert "abandoned 1" in out
+    assert "collected; worker alive: False" in out
+
+
+NVRX_REUSE_SCRIPT = """
+import sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
+from training.checkpoint import nvrx_async
+from training.checkpoint.manager import abandon_async_saves
+from training.checkpoint.nvrx_async import NvrxAsync
+
+
+def drain(nvrx):  # finalize what finished, without the CUDA all_reduce NVRx uses across ranks
+    nvrx.queue.maybe_finalize_async_calls(blocking=True, no_dist=True)
+
+first = NvrxAsync()  # real NVRx queue; its warm-up request spawns the persistent worker
+drain(first)
+worker = first.queue.persistent_caller.process
+abandon_async_saves()  # an in-process restart with nothing in flight: the idle writer is kept
+print("parked", len(nvrx_async._SPARE_WORKER), worker.is_alive(), flush=True)
+second = NvrxAsync()
+print("reused", second.reused_worker, second.queue.persistent_caller.process.pid == worker.pid, flush=True)
+drain(second)  # the reused writer serves requests (here its warm-up)
+print("served", second.pending(), flush=True)
+busy = second._core.AsyncRequest(async_fn=time.sleep, async_fn_args=(30,), finalize_fns=[])
+second._schedule(busy)  # a write in flight at the fault: that writer must not be reused
+abandon_async_saves()
+worker.join(timeout=10)
+print("busy writer stopped", not worker.is_alive(), len(nvrx_async._SPARE_WORKER), flush=True)
+third = NvrxAsync()
+print("fresh", not third.reused_worker, flush=True)
+drain(third)
+third.close()
+"""
+
+
+def test_an_idle_nvrx_writer_is_reused_after_an_abandon_and_a_busy_one_is_not() -> None:
+    """An in-process restart keeps the idle persistent writer (a fresh one stalled the next save ~5 s on an
+    H200), but never one that may still be writing for the failed iteration."""
+    lines = _run_nvrx_script(NVRX_REUSE_SCRIPT, timeout_s=120).splitlines()
+    assert "parked 1 True" in lines
+    assert "reused True True" in lines
+    assert "served 0" in lines
+    assert "busy writer stopped True 0" in lines
+    assert "fresh True" in lines
+
+
+def test_nvrx_staging_modes_need_an_nvrx_that_has_them() -> None:
+    """``checkpoint.nvrx_staging`` other than NVRx's default either configures NVRx (0.7+) or fails clearly."""
+    import inspect
+
+    from nvidia_resiliency_ext.checkpointing.async_ckpt import core
+
+    from training.checkpoint.errors import CheckpointError
+    from training.checkpoint.nvrx_async import NvrxAsync
+
+    if "cpu_shm_mode" in inspect.signature(core.AsyncCallsQueue.__init__).parameters:
+        nvrx = NvrxAsync("cpu-shm-cached")
+        try:
+            assert nvrx.queue.cpu_shm_mode
+            assert nvrx._writer_kwargs == {"use_cpu_shm_for_gpu_tensors": True, "use_cached_data_structure": True}
+        finally:
+            nvrx.close(collective=False)
+    else:
+        with pytest.raises(CheckpointError, match=r"needs NVRx >= 0\.7"):
+            NvrxAsync("cpu-shm")
+
+
+NVRX_DEAD_WRITER_SCRIPT = """
+import os, signal, sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
+from training.checkpoint.errors import CheckpointWriteError
+from training.checkpoint.nvrx_async import NvrxAsync
+
+nvrx = NvrxAsync()  # real NVRx queue and persistent writer process
+nvrx.finalize(blocking=True, no_dist=True)  # its warm-up request
+print("warm", nvrx.pending(), flush=True)
+nvrx._schedule(nvrx._core.AsyncRequest(async_fn=time.sleep, async_fn_args=(120,), finalize_fns=[]))
+worker = nvrx.queue.persistent_caller.process
+os.kill(worker.pid, signal.SIGKILL)  # the writer dies mid-write (the OOM killer, say)
+try:
+    nvrx.finalize(blocking=True, no_dist=True)
+except CheckpointWriteError as exc:
+    print("finalize raised:", exc, flush=True)
+try:
+    nvrx.close()  # NVRx's own close would wait for the dead writer too
+except CheckpointWriteError:
+    print("close raised; writer reaped", nvrx.queue.persistent_caller is None, flush=True)
+"""
+
+
+def test_a_dead_nvrx_writer_fails_the_wait_instead_of_hanging_it() -> None:
+    """NVRx's blocking finalize polls its completion queue forever once the writer process is gone."""
+    out = _run_nvrx_script(NVRX_DEAD_WRITER_SCRIPT, timeout_s=90)
+    assert "warm 0" in out
+    assert "finalize raised: the NVRx checkpoint writer process died (exit code -9)" in out
+    assert "close raised; writer reaped True" in out

@@ -1,0 +1,89 @@
+"""Exit codes, escalation ledger and launcher exit translation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.training_runs import REPO_ROOT
+from tests.helpers.training_runs import test_env as child_env
+from training.resilience.exit_codes import (
+    ExitCode,
+    FailureLedger,
+    UnrecoverableError,
+    check_codes,
+    classify,
+    exit_code_for,
+    fail_job_exit_codes,
+    translate_launcher_exit,
+    write_exit_status,
+)
+from training.resilience.faults import InjectedFault
+
+
+def test_codes_are_distinct_and_unrecoverable_must_not_collide() -> None:
+    check_codes(42)
+    for bad in (0, 1, 10, 21):
+        with pytest.raises(ValueError, match="collides"):
+            check_codes(bad)
+    assert fail_job_exit_codes(42) == [2, 20, 42]
+
+
+def test_classify_causes() -> None:
+    assert classify(InjectedFault("hang", 3, 1)) == "hang"
+    assert classify(RuntimeError("DefaultCPUAllocator: can't allocate memory")) == "oom"
+    assert classify(RuntimeError("Connection closed by peer [127.0.0.1]:1")) == "comm"
+    assert classify(RuntimeError("Timed out waiting 3000ms for recv")) == "hang"
+    assert classify(ValueError("x")) == "exception"
+    assert exit_code_for("checkpoint_write", 42) == ExitCode.CHECKPOINT_WRITE
+    assert exit_code_for("unrecoverable", 42) == 42
+
+
+def test_ledger_escalates_after_max_repeats(tmp_path: Path) -> None:
+    ledger = FailureLedger(tmp_path, rank=1, max_repeats=2)
+    for _ in range(2):
+        ledger.record("exception", 7)
+        ledger.check()
+    ledger.record("exception", 8)
+    ledger.record("exception", 7)
+    with pytest.raises(UnrecoverableError, match="exception@7/step on rank 1 failed 3 times"):
+        ledger.check()
+    assert not issubclass(UnrecoverableError, Exception)  # NVRx's Wrapper must not restart it
+
+
+def test_translate_launcher_exit(tmp_path: Path) -> None:
+    assert translate_launcher_exit(0, tmp_path, 42, restarts_exhausted=True)[0] == 0
+    code, msg = translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=True)
+    assert code == 42 and "restarts exhausted" in msg
+    write_exit_status(tmp_path, 10, "exception", "boom", 1)
+    assert translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=False) == (10, "exception: boom (rank 1)")
+    assert translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=True)[0] == 42
+    write_exit_status(tmp_path, 20, "no_usable_checkpoint", "all quarantined", 0)
+    assert translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=True)[0] == 20
+
+
+def test_cli_wraps_a_launcher(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "training.resilience.exit_codes",
+        "--run-dir",
+        str(tmp_path),
+        "--unrecoverable",
+        "42",
+        "--",
+    ]
+    failing = subprocess.run(
+        [*cmd, sys.executable, "-c", "raise SystemExit(1)"],
+        cwd=REPO_ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert failing.returncode == 42 and "restarts exhausted" in failing.stderr
+    ok = subprocess.run([*cmd, sys.executable, "-c", "pass"], cwd=REPO_ROOT, env=child_env(), timeout=60)
+    assert ok.returncode == 0

@@ -1,0 +1,98 @@
+"""ft_launcher integration pieces that run without a launcher (real NVRx config parsing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from platform_config import load_config
+from training.resilience.ft_monitor import IPC_ENV, FtMonitor, ft_launcher_args, ft_launcher_yaml
+
+
+def test_no_op_outside_ft_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(IPC_ENV, raising=False)
+    mon = FtMonitor(enabled=True)
+    mon.start()
+    assert not mon.active and mon.client is None
+    mon.heartbeat(1)
+    with mon.section("step"):
+        pass
+    assert mon.request_shutdown("x") is False
+    mon.load_state_dict({"rank_monitor": '{"current_timeouts": {}}'})
+    assert mon.state_dict() == {"rank_monitor": '{"current_timeouts": {}}'}
+
+
+def test_yaml_is_read_by_nvrx(tmp_path: Path) -> None:
+    from nvidia_resiliency_ext.fault_tolerance import FaultToleranceConfig
+
+    ft = load_config().local.ft
+    path = tmp_path / "ft.yaml"
+    path.write_text(ft_launcher_yaml(ft))
+    parsed = FaultToleranceConfig.from_yaml_file(str(path))
+    assert parsed.rank_heartbeat_timeout == ft.rank_heartbeat_timeout_s
+    assert parsed.initial_rank_heartbeat_timeout == ft.initial_rank_heartbeat_timeout_s
+    assert dict(parsed.rank_section_timeouts) == ft.section_timeouts_s
+    args = ft_launcher_args(ft, str(path), nproc=2, port=29999)
+    assert f"--max-restarts={ft.max_restarts}" in args and "--rdzv-endpoint=127.0.0.1:29999" in args
+
+
+RECONNECT_SCRIPT = """
+import os, sys, tempfile, time
+import torch.multiprocessing as mp
+from nvidia_resiliency_ext.fault_tolerance.config import FaultToleranceConfig
+from nvidia_resiliency_ext.fault_tolerance.rank_monitor_server import RankMonitorServer
+from training.resilience.ft_monitor import SECTIONS, FtMonitor
+
+if __name__ == "__main__":
+    sock = os.path.join(tempfile.mkdtemp(), "rmon.socket")
+    cfg = FaultToleranceConfig(
+        initial_rank_heartbeat_timeout=60, rank_heartbeat_timeout=60, rank_section_timeouts={s: 60 for s in SECTIONS}
+    )
+    server = RankMonitorServer.run_in_subprocess(cfg, sock, mp_ctx=mp.get_context("spawn"))
+    os.environ["FT_RANK_MONITOR_IPC_SOCKET"] = sock
+    mon = FtMonitor(enabled=True)
+    mon.start()
+    mon.heartbeat(1)
+    first = mon.client
+    first.rank_monitor_socket.sendall(bytes(16))  # what a message cut in half leaves in the stream
+    time.sleep(0.5)  # the monitor reads garbage and drops the connection
+    mon.heartbeat(2)  # EPIPE -> reconnect -> resent
+    with mon.section("step"):
+        mon.heartbeat(3)
+    print("reconnected", mon.client is not first, flush=True)
+    mon.shutdown()
+    server.terminate()
+"""
+
+
+def test_a_broken_monitor_stream_is_reconnected_once(tmp_path: Path) -> None:
+    """A real rank monitor (NVRx's server process) drops a corrupted stream; the next send reconnects."""
+    import subprocess
+    import sys
+
+    from tests.helpers.training_runs import REPO_ROOT
+    from tests.helpers.training_runs import test_env as child_env
+
+    script = tmp_path / "reconnect.py"
+    script.write_text(RECONNECT_SCRIPT)
+    env = child_env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "reconnected True" in proc.stdout
+    assert "send_heartbeat failed" in proc.stderr and "reconnecting to the rank monitor" in proc.stderr
+
+
+def test_only_connection_errors_count_as_a_broken_stream() -> None:
+    from training.resilience.ft_monitor import _stream_broken
+
+    def wrapped(cause: BaseException) -> Exception:  # how NVRx's client reports a failed send
+        err = RuntimeError("RankMonitorClient could not send the heartbeat")
+        err.__context__ = cause
+        return err
+
+    assert _stream_broken(wrapped(BrokenPipeError(32, "Broken pipe")))
+    assert _stream_broken(wrapped(EOFError()))
+    assert not _stream_broken(wrapped(ValueError("Unknown section: step")))

@@ -1,0 +1,89 @@
+"""The NVRx in-process Wrapper built from the config (real NVRx; a real restart in a subprocess)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from platform_config import load_config
+from tests.helpers.training_runs import REPO_ROOT, free_port
+from tests.helpers.training_runs import test_env as child_env
+from training.resilience.inprocess import RestartTracker, build_wrapper, store_port, wrapper_kwargs
+
+
+def test_wrapper_accepts_config_timeouts() -> None:
+    cfg = load_config()
+    for ip in (cfg.inprocess, cfg.local.inprocess):
+        wrapper = build_wrapper(ip, port=29999, min_world_size=2, tracker=RestartTracker())
+        assert wrapper.soft_timeout.total_seconds() == ip.soft_timeout_s
+        assert wrapper.store_kwargs["port"] == 29999
+
+
+def test_store_port_must_differ_from_master_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    monkeypatch.delenv("NVRX_INPROCESS_STORE_PORT", raising=False)
+    assert store_port(29600) == 29600
+    monkeypatch.setenv("NVRX_INPROCESS_STORE_PORT", "29500")
+    with pytest.raises(ValueError, match="MASTER_PORT"):
+        store_port(29600)
+
+
+def test_unknown_kwargs_are_dropped() -> None:
+    from nvidia_resiliency_ext import inprocess
+
+    assert wrapper_kwargs(inprocess.Wrapper, soft_timeout=1, no_such_option=2) == {"soft_timeout": 1}
+
+
+SCRIPT = """
+import os, sys
+from platform_config import load_config
+from training.resilience.inprocess import RestartTracker, build_wrapper, wrap
+import torch.distributed as dist
+tracker = RestartTracker()
+def fn(call_wrapper):
+    store = dist.TCPStore("127.0.0.1", int(sys.argv[2]), 1, True)
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.PrefixStore(str(call_wrapper.iteration), store))
+    try:
+        if call_wrapper.iteration == 0:
+            raise MemoryError("first iteration fails")
+        return call_wrapper.iteration
+    finally:
+        dist.destroy_process_group()
+cleanups = []
+w = build_wrapper(
+    load_config().local.inprocess, port=int(sys.argv[1]), min_world_size=1, tracker=tracker,
+    on_fault=[lambda: cleanups.append(tracker.cause)],
+)
+print("result", wrap(w, fn)(), tracker.cause, len(tracker.history), "cleanups", cleanups)
+"""
+
+
+def test_real_in_process_restart_single_rank() -> None:
+    env = child_env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(free_port()), str(free_port())],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # one restart, classified; the on_fault cleanup ran once, after the cause was recorded
+    assert "result 1 oom 1 cleanups ['oom']" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_apply_process_env_overrides_launcher_values_and_reports_changes() -> None:
+    from training.resilience.inprocess import INPROCESS_PROCESS_ENV, apply_process_env
+
+    env = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_CPP_LOG_LEVEL": "error", "OTHER": "x"}
+    changed = apply_process_env(env)
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "2"  # ft_launcher's "1" would kill the process on NCCL errors
+    assert env["TORCH_NCCL_RETHROW_CUDA_ERRORS"] == "0"
+    assert env["OTHER"] == "x"
+    assert changed["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == ("1", "2")
+    assert changed["NCCL_NVLS_ENABLE"] == (None, "0")
+    assert "TORCH_CPP_LOG_LEVEL" not in changed  # already right
+    assert all(env[k] == v for k, v in INPROCESS_PROCESS_ENV.items())
+    assert apply_process_env(env) == {}

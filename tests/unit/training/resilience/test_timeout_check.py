@@ -1,0 +1,38 @@
+"""Timeout sanity against measured times."""
+
+from __future__ import annotations
+
+import pytest
+
+from platform_config import load_config
+from training.resilience.timeout_check import Measured, TimeoutConfigError, check, check_static, enforce
+
+
+def test_measured_times_against_timeouts() -> None:
+    cfg = load_config()
+    assert check(cfg, Measured(init_s=1.0, step_s=0.5, checkpoint_s=2.0), inprocess=True, ft_launcher=True) == []
+    slow_step = check(cfg, Measured(step_s=35.0), inprocess=True, ft_launcher=True)
+    assert {(f.level, f.field) for f in slow_step} >= {
+        ("error", "inprocess.soft_timeout_s"),
+        ("warning", "ft.rank_heartbeat_timeout_s"),
+    }
+    with pytest.raises(TimeoutConfigError, match=r"inprocess\.soft_timeout_s"):
+        enforce(slow_step, log=lambda _: None)
+    # without the in-process layer only ft_launcher's timeouts apply
+    assert all(f.field.startswith("ft.") for f in check(cfg, Measured(step_s=25.0), inprocess=False, ft_launcher=True))
+    assert check(cfg, Measured(step_s=1e6), inprocess=False, ft_launcher=False) == []
+
+
+def test_static_layer_ordering() -> None:
+    cfg = load_config()
+    assert (
+        check_static(
+            cfg.model_copy(update={"inprocess": cfg.local.inprocess, "ft": cfg.local.ft}),
+            inprocess=True,
+            ft_launcher=True,
+        )
+        == []
+    )
+    tight_ft = cfg.ft.model_copy(update={"rank_heartbeat_timeout_s": 5.0})
+    findings = check_static(cfg.model_copy(update={"ft": tight_ft}), inprocess=True, ft_launcher=True)
+    assert [f.field for f in findings] == ["inprocess.hard_timeout_s"]

@@ -1,0 +1,162 @@
+"""CloudWatch embedded-metric-format records: structure, switches, the agent endpoint."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+
+import pytest
+
+from platform_config import config_from_dict
+from training.telemetry.emf import METRICS, EmfEmitter
+
+
+def _cfg(enabled: bool = True):
+    return config_from_dict({"observability": {"emf_metrics": enabled, "metric_namespace": "TestNs"}})
+
+
+def _lines(buf: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in buf.getvalue().splitlines()]
+
+
+def _check_emf(rec: dict) -> None:
+    """The EMF specification: every metric named in a directive has a numeric member, every dimension a string."""
+    (directive,) = rec["_aws"]["CloudWatchMetrics"]
+    assert isinstance(rec["_aws"]["Timestamp"], int)
+    for dims in directive["Dimensions"]:
+        for d in dims:
+            assert isinstance(rec[d], str)
+    for m in directive["Metrics"]:
+        assert isinstance(rec[m["Name"]], float)
+        assert m["Unit"] == METRICS[m["Name"]]
+
+
+def test_disabled_writes_nothing() -> None:
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(False), stream=buf, endpoint="")
+    assert emf.step(1, step_s=0.5) is None
+    assert buf.getvalue() == ""
+
+
+def test_step_record() -> None:
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(), stream=buf, endpoint="", clock=lambda: 1000.0)
+    emf.step(7, step_s=0.5, tokens=1000, loss=2.5)
+    (rec,) = _lines(buf)
+    _check_emf(rec)
+    assert rec["_aws"]["Timestamp"] == 1_000_000
+    assert rec["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "TestNs"
+    assert rec["JobName"] == "fsdp-train"
+    assert rec["StepsCompleted"] == 1.0 and rec["TokensPerSecond"] == 2000.0 and rec["step"] == 7
+    assert "CheckpointAge" not in rec  # no commit seen yet: no made-up age
+
+
+def test_checkpoint_age_follows_commits() -> None:
+    now = [100.0]
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(), stream=buf, endpoint="", clock=lambda: now[0])
+    emf.checkpoint(25, stall_s=0.2)
+    emf.checkpoint(25, write_s=3.0, committed=True)
+    now[0] = 160.0
+    emf.step(30, step_s=0.5)
+    staged, committed, step = _lines(buf)
+    assert staged["CheckpointStall"] == 0.2 and "CheckpointsCommitted" not in staged
+    assert committed["CheckpointsCommitted"] == 1.0 and committed["CheckpointAge"] == 0.0
+    assert step["CheckpointAge"] == 60.0
+    emf.restored(commit_ts=10.0)
+    assert emf.step(31, step_s=0.5)["CheckpointAge"] == 150.0
+
+
+def test_restart_record_has_layer_and_cause_dimensions() -> None:
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(), stream=buf, endpoint="")
+    emf.restart(layer="inprocess", cause="exception", recovery_s=2.5, rollback_steps=15)
+    (rec,) = _lines(buf)
+    _check_emf(rec)
+    assert rec["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
+        ["JobName"],
+        ["JobName", "Layer"],
+        ["JobName", "Layer", "Cause"],
+    ]
+    assert (rec["Layer"], rec["Cause"], rec["Restarts"], rec["RollbackSteps"]) == ("inprocess", "exception", 1.0, 15.0)
+    assert "DetectionTime" not in rec
+
+
+def test_goodput_in_percent() -> None:
+    buf = io.StringIO()
+    EmfEmitter(_cfg(), stream=buf, endpoint="").goodput(training=0.9, infrastructure=None)
+    (rec,) = _lines(buf)
+    _check_emf(rec)
+    assert rec["TrainingGoodput"] == 90.0 and "InfrastructureGoodput" not in rec
+
+
+def test_unknown_metric_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown EMF metric"):
+        EmfEmitter(_cfg(), stream=io.StringIO(), endpoint="").record({"Bogus": 1.0})
+
+
+def test_udp_agent_endpoint() -> None:
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind(("127.0.0.1", 0))
+    server.settimeout(5)
+    port = server.getsockname()[1]
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(), stream=buf, endpoint=f"udp://127.0.0.1:{port}")
+    emf.step(3, step_s=0.25)
+    data, _ = server.recvfrom(65536)
+    server.close()
+    emf.close()
+    assert json.loads(data)["StepTime"] == 0.25
+    assert buf.getvalue() == ""  # sent to the agent, not the stream
+
+
+def test_unreachable_tcp_endpoint_falls_back_to_the_stream(capsys) -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(), stream=buf, endpoint=f"tcp://127.0.0.1:{port}")
+    emf.step(1, step_s=0.1)
+    assert _lines(buf)[0]["StepTime"] == 0.1
+    assert "failed" in capsys.readouterr().err
+
+
+def test_bad_endpoint_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="udp://HOST:PORT"):
+        EmfEmitter(_cfg(), endpoint="http://x")
+
+
+def test_event_log_sink_turns_run_events_into_metrics(tmp_path) -> None:
+    """The emitter as an EventLog sink: steps, checkpoints and a restart become EMF records with values."""
+    from training.telemetry.events import EventLog
+
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(), stream=buf, endpoint="")
+    log = EventLog(tmp_path, rank=0, layer="inprocess")
+    log.sinks.append(emf.on_event)
+    log.emit("step", step=1, loss=2.5, tokens=512, step_s=0.5)
+    log.emit("ckpt_staged", step=1, stall_s=0.25)
+    log.emit("ckpt_committed", step=1, write_s=3.0, path="x")
+    log.emit("restart_begin", cause="hang", layer="inprocess")
+    log.emit("restart_end", layer="inprocess")
+    log.emit("eval", step=1, loss=2.0)  # not a metric
+    recs = _lines(buf)
+    for rec in recs:
+        _check_emf(rec)
+    assert recs[0]["TokensPerSecond"] == 1024.0
+    assert recs[1]["CheckpointStall"] == 0.25
+    assert recs[2]["CheckpointWrite"] == 3.0 and recs[2]["CheckpointsCommitted"] == 1
+    restart = recs[3]
+    assert (restart["Layer"], restart["Cause"], restart["Restarts"]) == ("inprocess", "hang", 1)
+    assert restart["RecoveryTime"] >= 0
+    assert len(recs) == 4
+
+
+def test_disabled_emitter_is_not_attached_and_writes_nothing(tmp_path) -> None:
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(enabled=False), stream=buf)
+    assert not emf.enabled
+    emf.on_event({"event": "step", "step": 1, "ts": 0.0})
+    assert buf.getvalue() == ""

@@ -1,0 +1,72 @@
+"""The layout of ``training/``: rooms by concern, each importing only what its ``__init__`` declares.
+
+Every room's docstring ends its three lines with ``May import: ...``; this test reads those declarations and checks
+every ``import`` of every module in the room against them (a room may always import itself). The top-level modules
+(``train.py``, ``trainer.py``, ``local.py``) compose the rooms; no room imports them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+TRAINING = Path(__file__).resolve().parents[3] / "training"
+TOP_LEVEL = {"__init__.py", "train.py", "trainer.py", "local.py"}
+
+
+def rooms() -> list[Path]:
+    return sorted(p for p in TRAINING.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
+
+
+def declared(room: Path) -> set[str]:
+    """The rooms named on the ``May import:`` line of the room's docstring (``training.X`` -> ``X``)."""
+    doc = ast.get_docstring(ast.parse((room / "__init__.py").read_text())) or ""
+    lines = [line for line in doc.splitlines() if line.startswith("May import:")]
+    assert len(lines) == 1, f"{room.name}/__init__.py must declare its imports on one 'May import:' line"
+    return set(re.findall(r"training\.([a-z_]+)", lines[0]))
+
+
+def training_imports(path: Path) -> set[str]:
+    """The second component of every ``training.*`` module imported by ``path`` (top-level or room name)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + (
+                [f"{node.module}.{a.name}" for a in node.names] if node.module == "training" else []
+            )
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "training" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+def test_only_the_entry_points_sit_at_the_top_of_training():
+    modules = {p.name for p in TRAINING.glob("*.py")}
+    assert modules == TOP_LEVEL
+
+
+def test_every_room_declares_its_imports_and_keeps_to_them():
+    names = {room.name for room in rooms()}
+    assert {"checkpoint", "common", "data", "model", "parallel", "resilience", "telemetry"} <= names
+    for room in rooms():
+        allowed = declared(room) | {room.name}
+        assert allowed - {room.name} <= names, f"{room.name} declares rooms that do not exist"
+        for module in room.rglob("*.py"):
+            used = training_imports(module)
+            top = used & {p.removesuffix(".py") for p in TOP_LEVEL}
+            assert not top, f"{module.relative_to(TRAINING)} imports the top-level module(s) {top}"
+            assert used <= allowed, f"{module.relative_to(TRAINING)} imports {sorted(used - allowed)}, not declared"
+
+
+def test_the_common_room_needs_no_third_party_package():
+    for module in (TRAINING / "common").rglob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                for mod in mods:
+                    assert mod.split(".")[0] in {"__future__", "hashlib", "json", "os", "pathlib", "typing"}, mod

@@ -1,0 +1,231 @@
+"""The on-disk checkpoint format: directory names, per-file checksums, the commit marker and verification.
+
+Directory layout under a checkpoint root::
+
+    step_00000050.tmp/     being written (or left behind by a crash): never loaded
+    step_00000075/         committed: DCP files + ``COMMITTED`` (JSON with per-file sha256 and sizes)
+    quarantine/step_00000100-<unix time>/   failed verification at load; kept for inspection
+
+Pure functions over files; the protocol that uses them is :class:`training.checkpoint.manager.CheckpointManager`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpointException
+
+from training.common.files import sha256_file
+
+COMMIT_MARKER = "COMMITTED"
+QUARANTINE_DIR = "quarantine"
+
+
+TMP_SUFFIX = ".tmp"
+#: In ``step_N.tmp/``: the checksums of the files one rank wrote, for rank 0's commit (removed by it).
+RANK_SUMS = ".sha256.rank{}.json"
+_STEP_RE = re.compile(r"^step_(\d{8})$")
+_TMP_RE = re.compile(r"^step_(\d{8})\.tmp$")
+
+
+def step_dir_name(step: int) -> str:
+    return f"step_{step:08d}"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def checksums(files: list[Path]) -> dict[str, dict[str, Any]]:
+    """``{file name: {"sha256", "bytes"}}`` of ``files``."""
+    return {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size} for f in files}
+
+
+def file_checksums(path: Path) -> dict[str, dict[str, Any]]:
+    """:func:`checksums` of every regular file of a checkpoint dir except the marker."""
+    return checksums(sorted(f for f in path.iterdir() if f.name != COMMIT_MARKER and f.is_file()))
+
+
+def hash_shares(files: dict[str, dict[str, Any]], world_size: int) -> list[list[str]]:
+    """Split a marker's files between ``world_size`` ranks by bytes (largest first, to the least-loaded rank).
+
+    Deterministic from the marker alone, so every rank computes the same split without communicating.
+    """
+    shares: list[list[str]] = [[] for _ in range(world_size)]
+    load = [0] * world_size
+    for name in sorted(files, key=lambda n: (-int(files[n]["bytes"]), n)):
+        rank = min(range(world_size), key=lambda r: (load[r], r))
+        shares[rank].append(name)
+        load[rank] += int(files[name]["bytes"])
+    return shares
+
+
+def rank_sums_file(path: Path, rank: int) -> Path:
+    """Where ``rank`` publishes the checksums of its files in ``step_N.tmp/`` (see :data:`RANK_SUMS`)."""
+    return path / RANK_SUMS.format(rank)
+
+
+def is_rank_sums(name: str) -> bool:
+    """Whether a file name is a published :data:`RANK_SUMS` file (or its ``.part``): not checkpoint data."""
+    return name.startswith(RANK_SUMS.split("{")[0])
+
+
+def own_files(path: Path, rank: int) -> list[Path]:
+    """The files ``rank`` wrote into a checkpoint dir: DCP names them ``__<rank>_<n>.distcp`` (torch and NVRx);
+    rank 0, the coordinator, also wrote ``.metadata``."""
+    mine = [f for f in path.iterdir() if f.is_file() and f.name.startswith(f"__{rank}_")]
+    if rank == 0 and (path / ".metadata").is_file():
+        mine.append(path / ".metadata")
+    return sorted(mine)
+
+
+def publish_rank_checksums(path: Path, rank: int) -> None:
+    """Hash the files ``rank`` wrote (usually still in its page cache) and leave them for rank 0's commit.
+
+    Never raises: a failure is published as ``{"error": ...}``, so rank 0 fails the commit at once instead of
+    waiting for checksums that will not come.
+    """
+    try:
+        sums: dict[str, Any] = checksums(own_files(path, rank))
+    except OSError as exc:
+        sums = {"error": f"rank {rank} could not hash its files: {describe_error(exc)}"}
+    final = rank_sums_file(path, rank)
+    part = final.with_name(final.name + ".part")
+    with contextlib.suppress(OSError):  # the directory is gone: rank 0 gave up on this save already
+        part.write_text(json.dumps(sums))
+        os.replace(part, final)
+
+
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """The parsed commit marker of a checkpoint dir, or None when absent or unreadable."""
+    try:
+        marker = json.loads((path / COMMIT_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) and "files" in marker else None
+
+
+def storage_layout_error(path: Path) -> str | None:
+    """None if ``.metadata``'s storage entries tile every data file exactly; else the reason.
+
+    DCP writers (torch's and NVRx's, both through ``_write_item``) append items back to back, so the
+    (offset, length) entries of each file cover ``[0, size)`` with no gap or overlap. Checksums cannot
+    catch metadata that describes *other* bytes (seen on H200: NVRx finalized a save with the write results
+    of an abandoned earlier save, and the commit checksummed an unreadable checkpoint); this does.
+    """
+    try:
+        md = FileSystemReader(path).read_metadata()
+    except Exception as exc:
+        return f"unreadable .metadata ({type(exc).__name__}: {str(exc)[:200]})"
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for info in (md.storage_data or {}).values():
+        spans.setdefault(info.relative_path, []).append((int(info.offset), int(info.length)))
+    data_files = {f.name for f in path.iterdir() if f.suffix == ".distcp"}
+    if set(spans) != data_files:
+        return f".metadata names files {sorted(spans)}, the directory holds {sorted(data_files)}"
+    for name, items in sorted(spans.items()):
+        end = 0
+        for offset, length in sorted(items):
+            if offset != end:
+                return f".metadata does not match {name}: an item at byte {offset}, expected {end}"
+            end = offset + length
+        size = (path / name).stat().st_size
+        if end != size:
+            return f".metadata does not match {name}: items end at byte {end}, the file has {size}"
+    return None
+
+
+def verify_checkpoint(path: Path, *, share: tuple[int, int] = (0, 1), check_layout: bool = True) -> str | None:
+    """None if every file listed in the marker exists with the recorded size and sha256 and ``.metadata``
+    describes the data files (:func:`storage_layout_error`); else the reason.
+
+    ``share=(rank, world_size)`` hashes only that rank's part of the files (:func:`hash_shares`), so that the
+    ranks of a job verify a checkpoint together (:meth:`CheckpointManager.load_latest`); sizes are checked whole.
+    """
+    marker = read_marker(path)
+    if marker is None:
+        return "commit marker missing or unreadable"
+    if ".metadata" not in marker["files"]:
+        return "commit marker lists no .metadata"
+    for name, want in sorted(marker["files"].items()):
+        f = path / name
+        if not f.is_file():
+            return f"missing shard {name}"
+        size = f.stat().st_size
+        if size != want["bytes"]:
+            return f"size mismatch in {name}: {size} bytes, expected {want['bytes']} (truncated?)"
+    rank, world_size = share
+    for name in sorted(hash_shares(marker["files"], world_size)[rank]):
+        if sha256_file(path / name) != marker["files"][name]["sha256"]:
+            return f"checksum mismatch in {name} (bit flip or partial overwrite)"
+    return storage_layout_error(path) if check_layout else None
+
+
+def list_committed(root: Path) -> list[tuple[int, Path]]:
+    """Committed checkpoints (a ``step_N`` dir with a readable marker), oldest first."""
+    if not root.is_dir():
+        return []
+    found = []
+    for d in root.iterdir():
+        m = _STEP_RE.match(d.name)
+        if m and d.is_dir() and read_marker(d) is not None:
+            found.append((int(m.group(1)), d))
+    return sorted(found)
+
+
+def list_partial(root: Path) -> list[tuple[int, Path]]:
+    """Uncommitted dirs: ``step_N.tmp`` and ``step_N`` without a marker."""
+    if not root.is_dir():
+        return []
+    found = []
+    for d in root.iterdir():
+        m = _TMP_RE.match(d.name) or _STEP_RE.match(d.name)
+        if m and d.is_dir() and (d.name.endswith(TMP_SUFFIX) or read_marker(d) is None):
+            found.append((int(m.group(1)), d))
+    return sorted(found)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the cause, e.g. ``ENOSPC: No space left on device`` (unwraps DCP's CheckpointException)."""
+    seen: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.append(e)
+        failures = getattr(e, "failures", None)
+        if isinstance(failures, dict):
+            for v in failures.values():  # DCP wraps each rank's error as (exception, traceback)
+                inner = v[0] if isinstance(v, tuple) and v else getattr(v, "exception", v)
+                if isinstance(inner, BaseException):
+                    stack.append(inner)
+        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+    for e in seen:
+        if isinstance(e, OSError) and e.errno is not None:
+            return f"{errno.errorcode.get(e.errno, e.errno)}: {e.strerror} ({type(e).__name__})"
+    # No errno: torch's C++ writers raise RuntimeError("... file write failed" / "No space left on device").
+    inner = [e for e in seen if not isinstance(e, DcpCheckpointException)]
+    for e in inner:
+        for code, text in _ERRNO_TEXT.items():
+            if text in str(e):
+                return f"{code}: {text} ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+    cause = inner[0] if inner else exc
+    return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:500]
+
+
+#: A write failure without an errno on a file system with less free space than this is reported as ENOSPC.
+FULL_FS_BYTES = 1 << 20
+#: OS error texts that a wrapped (errno-less) message may carry.
+_ERRNO_TEXT = {"ENOSPC": "No space left on device", "EROFS": "Read-only file system", "EACCES": "Permission denied"}

@@ -1,0 +1,281 @@
+"""NVRx's async DCP path (``FileSystemWriterAsync`` + a persistent ``AsyncCallsQueue``; CUDA only).
+
+Every NVRx version difference (0.4.1 in CI, 0.7.0 on the GPU image) and every rough edge met on H200s is handled
+here: the writer process started ahead of the first save and reused across in-process restarts, abandoning
+without collectives, stale write results, and a dead writer failing the wait instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import queue
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from training.checkpoint.errors import CheckpointError, CheckpointWriteError
+
+
+def nvrx_async_available() -> bool:
+    """NVRx's async DCP path needs CUDA (it calls torch.cuda unconditionally) and the package."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import nvidia_resiliency_ext.checkpointing.async_ckpt.core  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _warm_up_worker() -> None:
+    """No-op run by NVRx's persistent async worker to start it ahead of the first save."""
+
+
+#: Every NVRx async path not closed yet (see :func:`abandon_nvrx_saves`). Strong references on purpose: an
+#: abandoned queue collected before its worker is reaped would finalize collectively in ``__del__``.
+_LIVE_NVRX: set[NvrxAsync] = set()
+#: At most one idle NVRx writer process (``(staging, PersistentAsyncCaller)``) kept when its queue was abandoned,
+#: for the next :class:`NvrxAsync` of this process: starting a fresh one (a spawned interpreter that imports
+#: torch and initialises CUDA) stalled the first save after every in-process restart by ~5 s on an H200.
+_SPARE_WORKER: list[tuple[str, Any]] = []
+
+
+def _stop_writer(caller: Any) -> None:
+    """Kill and reap a ``PersistentAsyncCaller``'s worker, then clear it (its ``__del__`` then does nothing)."""
+    process = getattr(caller, "process", None)
+    if process is not None:
+        process.kill()
+        process.join(timeout=10)
+        caller.process = None
+
+
+def _take_spare_worker(staging: str) -> Any | None:
+    """The parked writer if it is alive and was started for ``staging``; anything else is stopped."""
+    if not _SPARE_WORKER:
+        return None
+    kept, caller = _SPARE_WORKER.pop()
+    process = getattr(caller, "process", None)
+    if kept == staging and process is not None and process.is_alive():
+        return caller
+    _stop_writer(caller)
+    return None
+
+
+def _park_writer(staging: str, caller: Any) -> None:
+    """Keep an idle writer for the next :class:`NvrxAsync` of this process (stopping any older one)."""
+    while _SPARE_WORKER:
+        _stop_writer(_SPARE_WORKER.pop()[1])
+    _SPARE_WORKER.append((staging, caller))
+
+
+def abandon_nvrx_saves() -> int:
+    """Abandon every NVRx async save of this process without collectives; returns how many paths were open.
+
+    ``AsyncCallsQueue.__del__`` finalizes with an ``all_reduce`` on the default group, which hangs once peers
+    are gone (seen on 2 x H200 whenever an in-process restart interrupted the trainer's own cleanup).
+    """
+    live = list(_LIVE_NVRX)
+    for nvrx in live:
+        nvrx.close(collective=False)
+    if live or nvrx_async_available():
+        NvrxAsync._reset_write_results()  # even with nothing open: a dying worker may still have put a result
+    return len(live)
+
+
+#: How NVRx's async path stages GPU tensors (``checkpoint.nvrx_staging``).
+NvrxStaging = Literal["cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"]
+
+
+class NvrxAsync:
+    """The NVRx async DCP path (CUDA only), wrapping the API differences of NVRx 0.4.x-0.7.x.
+
+    ``staging``: ``cuda-ipc`` sends CUDA IPC handles and the worker copies to host (NVRx's default);
+    ``cpu-shm`` copies into shared host memory in the trainer, so the worker needs no CUDA; ``-cached``
+    reuses the handles (or shm buffers) across saves of the same layout. The non-default modes need NVRx 0.7.
+    """
+
+    def __init__(self, staging: NvrxStaging = "cuda-ipc") -> None:
+        from nvidia_resiliency_ext.checkpointing.async_ckpt import core
+
+        self._core = core
+        self.staging = staging
+        self._writer_kwargs: dict[str, bool] = {}
+        queue_kwargs: dict[str, bool] = {}
+        if staging != "cuda-ipc":
+            if "cpu_shm_mode" not in inspect.signature(core.AsyncCallsQueue.__init__).parameters:
+                raise CheckpointError(f"checkpoint.nvrx_staging={staging!r} needs NVRx >= 0.7; use 'cuda-ipc'")
+            if staging.startswith("cpu-shm"):
+                queue_kwargs["cpu_shm_mode"] = True
+                self._writer_kwargs["use_cpu_shm_for_gpu_tensors"] = True
+            if staging.endswith("-cached"):
+                self._writer_kwargs["use_cached_data_structure"] = True
+        self.queue = core.AsyncCallsQueue(persistent=True, **queue_kwargs)
+        #: Callers taken off the queue whose worker is not reaped yet (kept referenced: see :meth:`close`).
+        self._dying: list[Any] = []
+        #: True while a request is being handed to the worker (it may be busy though no call is queued yet).
+        self._scheduling = False
+        _LIVE_NVRX.add(self)
+        spare = _take_spare_worker(staging)
+        #: Whether this path reuses the idle writer of an abandoned one (an in-process restart).
+        self.reused_worker = spare is not None
+        if spare is not None:
+            self.queue.persistent_caller = spare
+            print(f"[checkpoint] reusing the idle NVRx writer process (pid {spare.process.pid})", flush=True)
+            # The writer may cache tensors of the failed iteration (``-cached`` staging): make the next save
+            # send this iteration's tensors, as NVRx does itself for a fresh worker.
+            for callback in getattr(core.PersistentAsyncCaller, "_worker_restart_callbacks", ()):
+                callback()
+        # The persistent worker is a "spawn" process: starting it (a fresh interpreter importing torch and
+        # initialising CUDA) took 5-10 s on an H200. Start it now with a no-op request, so that cost overlaps
+        # setup and the first training steps instead of stalling the first save (seen tripping timeouts).
+        # Scheduled on a reused worker too: every rank must hand over the same sequence of requests, because
+        # NVRx finalizes collectively and checks that the call indices match across ranks.
+        warm_up = core.AsyncRequest(async_fn=_warm_up_worker, async_fn_args=(), finalize_fns=[])
+        self._schedule(warm_up)
+
+    def _schedule(self, request: Any) -> None:
+        self._scheduling = True
+        self.queue.schedule_async_request(request)
+        self._scheduling = False
+
+    def pending(self) -> int:
+        """Requests handed to the worker and not finalized yet (the same on every rank)."""
+        return int(self.queue.get_num_unfinalized_calls())
+
+    def schedule(self, state_dict: dict[str, Any], path: Path, finalize: Callable[[], None]) -> None:
+        from nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async import FileSystemWriterAsync
+        from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import (
+            save_state_dict_async_finalize,
+            save_state_dict_async_plan,
+        )
+
+        writer = FileSystemWriterAsync(path, **self._writer_kwargs)
+        writer, metadata, dist_wrapper = save_state_dict_async_plan(state_dict, writer)[:3]
+        parts = writer.get_save_function_and_args()
+        # 0.4.x-0.7.x: (save_fn, preload_fn, args); older releases: (save_fn, args).
+        save_fn, preload_fn, args = parts if len(parts) == 3 else (parts[0], None, parts[1])
+
+        def finalize_all() -> None:
+            save_state_dict_async_finalize(writer, metadata, dist_wrapper)
+            finalize()
+
+        fields = self._core.AsyncRequest._fields
+        kwargs: dict[str, Any] = {"async_fn": save_fn, "async_fn_args": args, "finalize_fns": [finalize_all]}
+        if "preload_fn" in fields and preload_fn is not None:
+            kwargs["preload_fn"] = preload_fn
+        self._schedule(self._core.AsyncRequest(**kwargs))
+
+    def finalize(self, blocking: bool, *, no_dist: bool = False) -> bool:
+        """Run finalize fns of finished requests (collective); True when nothing is in flight.
+
+        ``blocking`` first waits for this rank's writer itself, checking that the process is alive: NVRx's own
+        blocking wait polls the completion queue forever once the writer has died (killed by the OOM killer,
+        or, in NVRx 0.4, ended by an exception in the write). Every rank then makes the same non-blocking
+        calls, each of which agrees on completion with one collective. ``no_dist`` (tests on CPU) skips that
+        agreement, whose ``all_reduce`` NVRx runs on a CUDA tensor.
+        """
+        if not blocking:
+            self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
+        while blocking and self.queue.get_num_unfinalized_calls():
+            self._wait_for_writer(self.queue.async_calls[0].async_caller)
+            self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
+        return self.queue.get_num_unfinalized_calls() == 0
+
+    @staticmethod
+    def _wait_for_writer(caller: Any, poll_s: float = 0.5) -> None:
+        """Until ``caller``'s writer has completed its current request; raises if the writer process is gone.
+
+        Takes the completion off NVRx's queue the way ``is_current_async_call_done`` does (into ``cur_item``),
+        so NVRx's next check sees it.
+        """
+        while caller.cur_item is None:
+            try:
+                caller.cur_item = caller.comp_q.get(timeout=poll_s)
+            except queue.Empty:
+                process = caller.process
+                if process is None or not process.is_alive():
+                    code = None if process is None else process.exitcode
+                    raise CheckpointWriteError(
+                        f"the NVRx checkpoint writer process died (exit code {code}) before finishing its request"
+                    ) from None
+
+    def close(self, *, collective: bool = True) -> None:
+        """Finish and stop the worker. ``collective=False`` (error path): abandon it without collectives.
+
+        NVRx's ``AsyncCallsQueue.close()`` finalizes with an ``all_reduce`` on the default group and then
+        joins the worker without a timeout; on the error path (peers gone, group aborted by the in-process
+        layer) that blocked the rank until the Wrapper's hard timeout killed it (seen on 2 x H200).
+        """
+        if collective:
+            try:
+                self.finalize(blocking=True)  # NVRx's close would wait for a dead writer forever
+            except CheckpointWriteError:
+                self.close(collective=False)
+                raise
+            _LIVE_NVRX.discard(self)
+            self.queue.close()
+            return
+        # Written so that an interruption anywhere (NVRx raises its restart exception into this thread, and
+        # keeps raising while the thread unwinds) leaves nothing that finalizes collectively on garbage
+        # collection, and a second call (the in-process finalize hook) completes the job:
+        # - a ``PersistentAsyncCaller`` whose ``process`` is still set runs a graceful close in ``__del__``
+        #   (put "DONE", then join the queue): with its worker killed that never returns (seen on 2 x H200),
+        #   so the caller stays referenced in ``_dying`` until its process is reaped and cleared;
+        # - the queue forgets its caller and requests, so its own ``__del__`` finalizes nothing;
+        # - this path leaves the live set last.
+        caller = self.queue.persistent_caller
+        if caller is not None and self._idle(caller):
+            # Nothing in flight (every request finalized, so nothing left in its completion queue): keep the
+            # writer for the next iteration instead of paying for a fresh one.
+            self.queue.persistent_caller = None
+            _park_writer(self.staging, caller)
+            caller = None
+        if caller is not None and caller not in self._dying:
+            self._dying.append(caller)
+        self.queue.persistent_caller = None
+        self.queue.async_calls.clear()
+        while self._dying:
+            _stop_writer(self._dying[0])
+            self._dying.pop(0)
+        self._reset_write_results()
+        _LIVE_NVRX.discard(self)
+
+    def _idle(self, caller: Any) -> bool:
+        """The writer finished and every request was finalized: it waits for the next one, holding nothing."""
+        process = getattr(caller, "process", None)
+        return (
+            not self._scheduling
+            and not self.queue.async_calls
+            and getattr(caller, "cur_item", None) is None
+            and process is not None
+            and process.is_alive()
+        )
+
+    @staticmethod
+    def _reset_write_results() -> None:
+        """Replace NVRx's process-wide write-results queue by a fresh one (created by the next save).
+
+        ``FileSystemWriterAsync`` hands results over through one module-level queue and every finalize takes
+        the *oldest* entry. A result of an abandoned save - already queued, or put by a worker that was dying
+        while it was drained - would be taken by the next save's finalize, whose ``.metadata`` then points at
+        the wrong bytes (seen on 2 x H200 after in-process restarts: a checksummed checkpoint that failed to
+        unpickle, and later a commit refused by :func:`storage_layout_error`).
+        """
+
+        from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
+
+        results = getattr(filesystem_async, "_results_queue", None)
+        filesystem_async._results_queue = None
+        dropped = 0
+        while results is not None:
+            try:
+                results.get_nowait()
+                dropped += 1
+            except queue.Empty:
+                break
+            except (OSError, EOFError):  # the queue's manager process is gone: nothing can be taken from it
+                break
+        if dropped:
+            print(f"[checkpoint] dropped {dropped} stale NVRx write result(s) of an abandoned save", flush=True)

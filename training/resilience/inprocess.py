@@ -1,0 +1,212 @@
+"""NVRx in-process restart: the ``inprocess.Wrapper`` built from ``cfg.inprocess``.
+
+All NVRx version differences (the GPU image runs 0.7.0, CPU machines 0.4.1) are handled here:
+
+- keyword arguments the installed Wrapper does not know are dropped (:func:`wrapper_kwargs`);
+- 0.7.0 adds GPU/NVLink/NIC health checks whenever ``LOCAL_RANK`` is set, which raise ``NVMLError``
+  without a GPU driver: on machines without CUDA they are removed again (:func:`_strip_gpu_checks`).
+
+CPU/gloo pitfalls handled by the caller (``training.train``): torch.distributed must not be
+initialised before the wrapped call (the wrapped function initialises it on every entry); the Wrapper's
+TCPStore must not use MASTER_PORT (:func:`store_port`); gloo collectives cannot be aborted, so the gloo
+timeout is short (``cfg.inprocess.gloo_timeout_s``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import logging
+import os
+import time
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from training.resilience.exit_codes import classify
+
+log = logging.getLogger(__name__)
+
+STORE_PORT_ENV = "NVRX_INPROCESS_STORE_PORT"
+
+#: Process environment the in-process layer needs (NVRx in-process usage guide, "Known issues"), set by the
+#: pod spec (``charts.efa_env``) and again by each worker before its first process group (:func:`apply_process_env`):
+#:
+#: - ``TORCH_NCCL_ASYNC_ERROR_HANDLING=2``: on an NCCL error the watchdog aborts the communicator but keeps the
+#:   process (ft_launcher exports ``1`` to its workers, which tears the process down: the in-process restart
+#:   never happens; seen on 2 x H200 as a SIGABRT of the faulting worker);
+#: - ``TORCH_NCCL_RETHROW_CUDA_ERRORS=0``: the watchdog does not rethrow CUDA/NCCL errors (which kills the process);
+#: - ``NCCL_NVLS_ENABLE=0``: NVLink SHARP communicators cannot be aborted and rebuilt;
+#: - ``TORCH_CPP_LOG_LEVEL=error``: the Wrapper's store polling would otherwise log every expected timeout.
+INPROCESS_PROCESS_ENV: dict[str, str] = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+    "TORCH_NCCL_RETHROW_CUDA_ERRORS": "0",
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_CPP_LOG_LEVEL": "error",
+}
+
+
+def nvrx_version() -> str:
+    """Installed nvidia-resiliency-ext version."""
+    from importlib.metadata import version
+
+    return version("nvidia-resiliency-ext")
+
+
+def store_port(default: int) -> int:
+    """The in-process TCPStore port: ``$NVRX_INPROCESS_STORE_PORT`` or ``default``; never MASTER_PORT."""
+    port = int(os.environ.get(STORE_PORT_ENV, default))
+    master = os.environ.get("MASTER_PORT")
+    if master is not None and int(master) == port:
+        raise ValueError(
+            f"in-process store port {port} equals MASTER_PORT: set {STORE_PORT_ENV} or job.inprocess_store_port "
+            "to another port"
+        )
+    return port
+
+
+def apply_process_env(environ: MutableMapping[str, str] | None = None) -> dict[str, tuple[str | None, str]]:
+    """Set :data:`INPROCESS_PROCESS_ENV` in ``environ`` (default ``os.environ``), overriding other values.
+
+    Must run before the first process group is created (ProcessGroupNCCL reads these at construction).
+    Returns ``{name: (old, new)}`` for every value it changed, so the caller can say so in the log.
+    """
+    env = os.environ if environ is None else environ
+    changed = {k: (env.get(k), v) for k, v in INPROCESS_PROCESS_ENV.items() if env.get(k) != v}
+    env.update(INPROCESS_PROCESS_ENV)
+    return changed
+
+
+@dataclass
+class RestartTracker:
+    """What the in-process layer saw: detection time and cause of the last fault on this rank."""
+
+    detected_mono: float | None = None
+    detected_ts: float | None = None
+    cause: str | None = None
+    restarts: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _finalize_class() -> type:
+    from nvidia_resiliency_ext.inprocess.finalize import Finalize
+
+    class RecordFault(Finalize):
+        """Runs on every rank after a fault was detected and the groups aborted: remember when and why, then
+        run the ``on_fault`` cleanups (before NVRx garbage-collects the failed iteration's objects)."""
+
+        def __init__(self, tracker: RestartTracker, on_fault: Sequence[Callable[[], object]]) -> None:
+            self.tracker = tracker
+            self.on_fault = tuple(on_fault)
+
+        def __call__(self, state: Any) -> Any:
+            exc = getattr(state, "fn_exception", None)
+            self.tracker.detected_mono = time.monotonic()
+            self.tracker.detected_ts = time.time()
+            self.tracker.cause = classify(exc) if exc is not None else "peer_fault"
+            self.tracker.history.append({"iteration": state.iteration, "cause": self.tracker.cause})
+            for cleanup in self.on_fault:  # an error here ends this rank (NVRx: finalize failures are fatal)
+                cleanup()
+            return state
+
+    return RecordFault
+
+
+def _td(seconds: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=seconds)
+
+
+def wrapper_kwargs(wrapper_cls: type, **kwargs: Any) -> dict[str, Any]:
+    """Drop keyword arguments that the installed ``Wrapper`` does not accept (logged)."""
+    accepted = set(inspect.signature(wrapper_cls.__init__).parameters)
+    dropped = sorted(set(kwargs) - accepted)
+    if dropped:
+        log.info("inprocess: NVRx %s Wrapper lacks %s; not passed", nvrx_version(), ", ".join(dropped))
+    return {k: v for k, v in kwargs.items() if k in accepted}
+
+
+def _strip_gpu_checks(wrapper: Any) -> None:
+    """Remove 0.7.0's implicit GPU/NVLink/NIC restart health checks on machines without CUDA."""
+    import torch
+
+    if torch.cuda.is_available() or getattr(wrapper, "restart_health_check", None) is None:
+        return
+    from nvidia_resiliency_ext.inprocess import Compose
+
+    checks = getattr(wrapper.restart_health_check, "instances", [wrapper.restart_health_check])
+    kept = [c for c in checks if not type(c).__name__.startswith("Chained")]
+    if len(kept) != len(checks):
+        log.info("inprocess: no CUDA: dropped NVRx's implicit GPU/NVLink/NIC health checks")
+    wrapper.restart_health_check = Compose(*kept) if kept else None
+
+
+def build_wrapper(
+    ip: Any,
+    *,
+    port: int,
+    min_world_size: int,
+    tracker: RestartTracker,
+    log_dir: Path | None = None,
+    on_fault: Sequence[Callable[[], object]] = (),
+) -> Any:
+    """An ``inprocess.Wrapper`` from an :class:`~platform_config.schema.InprocessConfig`.
+
+    ``min_world_size``: the RetryController's minimum; ``training.train`` passes the full world size
+    when ft_launcher is also on, so a lost rank ends the in-process layer and ft_launcher restarts the
+    whole group at the same world size (deterministic resume). ``on_fault``: cleanups run on every rank
+    after each fault, before the next iteration (e.g. abandoning async checkpoint saves).
+    """
+    import torch
+    from nvidia_resiliency_ext import inprocess
+
+    checks: list[Any] = []
+    if torch.cuda.is_available():
+        checks.append(inprocess.health_check.CudaHealthCheck(timeout=_td(ip.soft_timeout_s)))
+    checks.append(inprocess.health_check.FaultCounter(max_rank_faults=ip.max_rank_faults))
+    monitor = _td(ip.monitor_interval_s)
+    logfile = str((log_dir / "inprocess_monitor_{rank}.log").resolve()) if log_dir else None
+    kwargs = wrapper_kwargs(
+        inprocess.Wrapper,
+        store_kwargs={"port": port, "timeout": _td(ip.barrier_timeout_s)},
+        initialize=inprocess.initialize.RetryController(
+            max_iterations=ip.max_iterations, min_world_size=min_world_size, min_active_world_size=min_world_size
+        ),
+        finalize=_finalize_class()(tracker, on_fault),
+        health_check=inprocess.Compose(*checks),
+        monitor_thread_interval=monitor,
+        monitor_process_interval=monitor,
+        progress_watchdog_interval=monitor,
+        heartbeat_interval=_td(ip.heartbeat_interval_s),
+        soft_timeout=_td(ip.soft_timeout_s),
+        hard_timeout=_td(ip.hard_timeout_s),
+        heartbeat_timeout=_td(ip.heartbeat_timeout_s),
+        barrier_timeout=_td(ip.barrier_timeout_s),
+        completion_timeout=_td(ip.completion_timeout_s),
+        last_call_wait=_td(ip.last_call_wait_s),
+        termination_grace_time=_td(ip.termination_grace_s),
+        monitor_process_logfile=logfile,
+    )
+    wrapper = inprocess.Wrapper(**kwargs)
+    _strip_gpu_checks(wrapper)
+    return wrapper
+
+
+def wrap(wrapper: Any, fn: Any) -> Any:
+    """``wrapper(fn)`` where ``fn(call_wrapper)`` gets NVRx's ``CallWrapper``.
+
+    NVRx finds the parameter by its annotation object; with postponed annotations (PEP 563) it would see
+    a string, so the annotation is set here explicitly.
+    """
+    from nvidia_resiliency_ext.inprocess import CallWrapper
+
+    def entry(call_wrapper=None):  # type: ignore[no-untyped-def]
+        return fn(call_wrapper)
+
+    entry.__annotations__ = {"call_wrapper": CallWrapper}
+    return wrapper(entry)
+
+
+def is_restart_abort(exc: BaseException) -> bool:
+    """True for NVRx's "stop restarting" exception (retries exhausted / world too small)."""
+    return type(exc).__name__ == "RestartAbort"

@@ -1,0 +1,124 @@
+"""Timeout sanity: configured heartbeat / section / in-process timeouts vs measured times.
+
+Checked once per process at three moments (``training.train`` calls :func:`check`): after setup
+(init time), after the first few steps (step time) and after the first checkpoint (checkpoint time).
+A timeout below the measured time is certain to misfire: an error (:class:`TimeoutConfigError`,
+exit code CONFIG). A timeout below ``margin`` x the measured time is a warning. Static ordering rules
+between the layers are checked by :func:`check_static`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from training.resilience.exit_codes import UnrecoverableError
+
+#: Timeouts below this multiple of the measured time get a warning.
+DEFAULT_MARGIN = 2.0
+
+
+class TimeoutConfigError(UnrecoverableError):
+    """A configured timeout is certain to misfire; restarting cannot help."""
+
+    cause = "config"
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Literal["warning", "error"]
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.level}: {self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Measured durations in seconds (None = not measured yet)."""
+
+    init_s: float | None = None
+    step_s: float | None = None
+    checkpoint_s: float | None = None
+
+
+def _limits(cfg: Any, inprocess: bool, ft_launcher: bool) -> dict[str, list[tuple[str, float]]]:
+    """Per measured quantity, the (field, timeout) pairs that must exceed it."""
+    out: dict[str, list[tuple[str, float]]] = {"init_s": [], "step_s": [], "checkpoint_s": []}
+    if ft_launcher:
+        ft = cfg.ft
+        out["init_s"] += [
+            ("ft.initial_rank_heartbeat_timeout_s", ft.initial_rank_heartbeat_timeout_s),
+            ("ft.section_timeouts_s.setup", ft.section_timeouts_s["setup"]),
+        ]
+        out["step_s"] += [
+            ("ft.rank_heartbeat_timeout_s", ft.rank_heartbeat_timeout_s),
+            ("ft.section_timeouts_s.step", ft.section_timeouts_s["step"]),
+            ("ft.rank_out_of_section_timeout_s", ft.rank_out_of_section_timeout_s),
+        ]
+        out["checkpoint_s"] += [("ft.section_timeouts_s.checkpoint", ft.section_timeouts_s["checkpoint"])]
+    if inprocess:
+        ip = cfg.inprocess
+        for key in out:
+            out[key].append(("inprocess.soft_timeout_s", ip.soft_timeout_s))
+        out["step_s"].append(("inprocess.gloo_timeout_s", ip.gloo_timeout_s))
+    return out
+
+
+def check(
+    cfg: Any, measured: Measured, *, inprocess: bool, ft_launcher: bool, margin: float = DEFAULT_MARGIN
+) -> list[Finding]:
+    """Findings for the measured durations that are set."""
+    findings = []
+    labels = {"init_s": "initialisation", "step_s": "a step", "checkpoint_s": "a checkpoint"}
+    for key, limits in _limits(cfg, inprocess, ft_launcher).items():
+        value = getattr(measured, key)
+        if value is None:
+            continue
+        for name, timeout in limits:
+            if timeout <= value:
+                findings.append(
+                    Finding(
+                        "error",
+                        name,
+                        f"{timeout:g} s but {labels[key]} took {value:.2f} s: it will fire on healthy progress",
+                    )
+                )
+            elif timeout < margin * value:
+                findings.append(
+                    Finding(
+                        "warning",
+                        name,
+                        f"{timeout:g} s is less than {margin:g}x the measured {labels[key]} time "
+                        f"({value:.2f} s): jitter may trigger false restarts",
+                    )
+                )
+    return findings
+
+
+def check_static(cfg: Any, *, inprocess: bool, ft_launcher: bool) -> list[Finding]:
+    """Rules between layers that need no measurement."""
+    findings = []
+    if inprocess and ft_launcher:
+        ip, ft = cfg.inprocess, cfg.ft
+        first = min(ft.rank_heartbeat_timeout_s, ft.section_timeouts_s["step"])
+        if ip.hard_timeout_s >= first:
+            findings.append(
+                Finding(
+                    "warning",
+                    "inprocess.hard_timeout_s",
+                    f"{ip.hard_timeout_s:g} s is not below ft_launcher's step heartbeat/section timeout "
+                    f"({first:g} s): ft_launcher restarts the workers before the in-process layer can recover a hang",
+                )
+            )
+    return findings
+
+
+def enforce(findings: list[Finding], log: Any = print) -> None:
+    """Print every finding; raise :class:`TimeoutConfigError` if there is an error."""
+    for f in findings:
+        log(f"[timeout-check] {f}")
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        raise TimeoutConfigError("timeout misconfigured: " + "; ".join(f"{f.field} {f.message}" for f in errors))

@@ -1,0 +1,134 @@
+"""The run's event log: ``<run_dir>/events.jsonl``, the single source for the goodput report.
+
+Every rank of every restart appends JSON lines to the same file (``O_APPEND`` writes of one
+line each are atomic on local and Lustre file systems for lines well under the page size).
+
+Each record carries:
+
+``ts``        wall clock, seconds since the epoch (comparable across hosts)
+``mono``      ``time.monotonic()`` (comparable across processes of one host only)
+``rank``      global rank at the time of the event (-1 for the launcher / job layer)
+``iteration`` NVRx in-process restart iteration (0 before any in-process restart)
+``restart``   ft_launcher / torchrun restart count (``TORCHELASTIC_RESTART_COUNT``)
+``attempt``   Kubernetes pod attempt (``JOB_ATTEMPT``, 0 locally)
+``layer``     the layer that emitted it: ``inprocess`` / ``ft_launcher`` / ``job``
+``event``     one of :data:`EVENT_TYPES`, plus event-specific fields listed there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: Event name -> the extra fields it carries.
+EVENT_TYPES: dict[str, tuple[str, ...]] = {
+    "launch": ("launcher", "nproc", "mode"),  # the launcher started workers (job layer; starts the wall clock)
+    "start": ("world_size", "mode", "device"),  # a worker (re)entered training
+    "step": ("step", "loss", "tokens", "step_s"),  # an optimizer step completed (rank 0 only)
+    "eval": ("step", "loss"),
+    "ckpt_begin": ("step", "mode"),
+    "ckpt_staged": ("step", "stall_s"),  # training may continue; stall_s = time the loop was blocked
+    "ckpt_committed": ("step", "write_s", "path"),  # all ranks wrote, commit marker written
+    "ckpt_failed": ("step", "error"),
+    "ckpt_quarantined": ("step", "reason"),
+    "fault_injected": ("kind", "step", "fault_rank"),
+    "restart_begin": ("cause", "layer"),  # detection of a fault by a restart layer
+    "restart_end": ("layer",),  # the layer finished restarting; training resumes
+    "restore": ("from_step", "tier"),  # tier: "memory" | "local" | "persistent" | "none"
+    "exit": ("reason", "code"),
+}
+
+LAYERS = ("inprocess", "ft_launcher", "job")
+EVENTS_FILE = "events.jsonl"
+
+
+def _env_int(name: str, default: int = 0) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class EventLog:
+    """Appends events for one process. Cheap to construct; one ``write`` per event."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], rank: int = -1, layer: str = "job") -> None:
+        self.path = Path(run_dir) / EVENTS_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.rank = rank
+        self.layer = layer
+        self.iteration = 0
+        #: Callables that get every record after it is written (e.g. the CloudWatch EMF emitter).
+        self.sinks: list[Callable[[dict[str, Any]], None]] = []
+
+    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event; unknown event names are a programming error."""
+        if event not in EVENT_TYPES:
+            raise ValueError(f"unknown event {event!r}; known: {', '.join(EVENT_TYPES)}")
+        layer = fields.pop("emit_layer", self.layer)
+        record = {
+            "ts": time.time(),
+            "mono": time.monotonic(),
+            "rank": self.rank,
+            "iteration": self.iteration,
+            "restart": _env_int("TORCHELASTIC_RESTART_COUNT"),
+            "attempt": _env_int("JOB_ATTEMPT"),
+            "layer": layer,
+            "event": event,
+            **fields,
+        }
+        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+        for sink in self.sinks:
+            sink(record)
+        return record
+
+
+def read_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All events of a run, ordered by wall clock; a torn last line (a killed writer) is skipped."""
+    path = Path(run_dir) / EVENTS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no event log at {path}")
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return sorted(events, key=lambda e: e["ts"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m training.telemetry.events launch --run-dir DIR --launcher NAME --nproc N --mode MODE``.
+
+    Records the ``launch`` event (job layer, rank -1) that starts the run's wall clock; the training pod's
+    supervisor runs it before the launcher, so pod start-up counts against goodput (``training.local`` emits it
+    itself).
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="training.telemetry.events", description=main.__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    launch = sub.add_parser("launch", help="record that a launcher is starting workers")
+    launch.add_argument("--run-dir", type=Path, required=True)
+    launch.add_argument("--launcher", required=True)
+    launch.add_argument("--nproc", type=int, required=True)
+    launch.add_argument("--mode", required=True)
+    args = parser.parse_args(argv)
+    node = os.environ.get("GROUP_RANK")
+    EventLog(args.run_dir).emit(
+        "launch", launcher=args.launcher, nproc=args.nproc, mode=args.mode, node=int(node) if node else None
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""Optimal checkpoint interval (Young 1974, Daly 2006) from the measured checkpoint cost and failure rate.
+
+With checkpoint cost ``δ`` (seconds the training loop loses per checkpoint) and mean time between failures
+``M`` (seconds):
+
+* Young: ``τ = sqrt(2·δ·M)``
+* Daly (higher order): ``τ = sqrt(2·δ·M)·[1 + (1/3)·sqrt(δ/(2M)) + (1/9)·(δ/(2M))] - δ`` for ``δ < 2M``, else ``τ = M``
+
+``τ`` is compute time between checkpoints; :func:`advise` also expresses it in optimizer steps. ``δ`` is the
+stall for asynchronous checkpoints (the loop continues while the write runs) and the write time for synchronous
+ones. ``M`` is ``observability.mtbf_hours`` when configured, else the run's wall time divided by its failures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from training.telemetry.goodput import RunAnalysis
+
+
+def young_interval(delta_s: float, mtbf_s: float) -> float:
+    """Young's first-order optimum ``sqrt(2·δ·M)``."""
+    _check(delta_s, mtbf_s)
+    return math.sqrt(2.0 * delta_s * mtbf_s)
+
+
+def daly_interval(delta_s: float, mtbf_s: float) -> float:
+    """Daly's higher-order optimum; ``M`` itself when ``δ >= 2M``."""
+    _check(delta_s, mtbf_s)
+    if delta_s >= 2.0 * mtbf_s:
+        return mtbf_s
+    x = delta_s / (2.0 * mtbf_s)
+    return math.sqrt(2.0 * delta_s * mtbf_s) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - delta_s
+
+
+def expected_waste_fraction(interval_s: float, delta_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
+    """First-order expected fraction of time lost: ``δ/τ`` to checkpoints, ``τ/(2M)`` to rework, ``R/M`` to restarts.
+
+    Minimised by Young's interval; an estimate for comparing intervals, not a prediction.
+    """
+    _check(delta_s, mtbf_s)
+    if interval_s <= 0:
+        raise ValueError("interval_s must be positive")
+    return delta_s / interval_s + interval_s / (2.0 * mtbf_s) + restart_s / mtbf_s
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A suggested checkpoint interval and the inputs it came from."""
+
+    interval_s: float | None
+    interval_steps: int | None
+    young_interval_s: float | None
+    young_interval_steps: int | None
+    current_interval_steps: int | None
+    expected_waste_current: float | None
+    expected_waste_suggested: float | None
+    checkpoint_cost_s: float | None
+    checkpoint_cost_source: str
+    mtbf_s: float | None
+    mtbf_source: str
+    step_s: float | None
+    restart_s: float | None
+    method: str = "daly"
+    reason: str | None = None  # why no interval could be computed
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in d.items()}
+
+
+def advise(
+    checkpoint_cost_s: float | None,
+    mtbf_s: float | None,
+    step_s: float | None,
+    *,
+    current_interval_steps: int | None = None,
+    restart_s: float | None = None,
+    checkpoint_cost_source: str = "given",
+    mtbf_source: str = "given",
+) -> Advice:
+    """Daly's interval (and Young's for reference) in seconds and steps; ``reason`` says what is missing."""
+    common = {
+        "current_interval_steps": current_interval_steps,
+        "checkpoint_cost_s": checkpoint_cost_s,
+        "checkpoint_cost_source": checkpoint_cost_source,
+        "mtbf_s": mtbf_s,
+        "mtbf_source": mtbf_source,
+        "step_s": step_s,
+        "restart_s": restart_s,
+    }
+    missing = []
+    if checkpoint_cost_s is None or checkpoint_cost_s <= 0:
+        missing.append("a positive checkpoint cost (no checkpoint stall/write measured)")
+    if mtbf_s is None or mtbf_s <= 0:
+        missing.append("an MTBF (no failures in the run and observability.mtbf_hours unset)")
+    if missing:
+        none = dict.fromkeys(("interval_s", "interval_steps", "young_interval_s", "young_interval_steps"))
+        return Advice(
+            **none,
+            expected_waste_current=None,
+            expected_waste_suggested=None,
+            reason="needs " + " and ".join(missing),
+            **common,
+        )
+    assert checkpoint_cost_s is not None and mtbf_s is not None
+    tau = daly_interval(checkpoint_cost_s, mtbf_s)
+    young = young_interval(checkpoint_cost_s, mtbf_s)
+    r = restart_s or 0.0
+    steps = young_steps = waste_current = None
+    if step_s is not None and step_s > 0:
+        steps = max(1, round(tau / step_s))
+        young_steps = max(1, round(young / step_s))
+        if current_interval_steps:
+            waste_current = expected_waste_fraction(current_interval_steps * step_s, checkpoint_cost_s, mtbf_s, r)
+    return Advice(
+        interval_s=tau,
+        interval_steps=steps,
+        young_interval_s=young,
+        young_interval_steps=young_steps,
+        expected_waste_current=waste_current,
+        expected_waste_suggested=expected_waste_fraction(tau, checkpoint_cost_s, mtbf_s, r),
+        **common,
+    )
+
+
+def advise_for_run(
+    analysis: RunAnalysis, *, mtbf_hours: float | None = None, configured_interval_steps: int | None = None
+) -> Advice:
+    """Pick the inputs from a run: δ by checkpoint mode, M configured or measured, the step time without checkpoints."""
+    ck = analysis.checkpoint_summary()
+    mode = ck["mode"]
+    if mode == "sync":
+        cost, cost_src = ck["write_s_p50"], "write_s_p50 (sync checkpoints block for the whole write)"
+        if cost is None:
+            cost, cost_src = ck["stall_s_p50"], "stall_s_p50 (sync; no write_s measured)"
+    else:
+        cost, cost_src = (
+            ck["stall_s_p50"],
+            f"stall_s_p50 ({mode or 'unknown'} checkpoints: the loop only waits for staging)",
+        )
+    failures = sum(1 for f in analysis.faults)
+    if mtbf_hours is not None:
+        mtbf, mtbf_src = mtbf_hours * 3600.0, "configured observability.mtbf_hours"
+    elif failures and analysis.wall_s > 0:
+        mtbf, mtbf_src = analysis.wall_s / failures, f"measured: wall {analysis.wall_s:.1f} s / {failures} failure(s)"
+    else:
+        mtbf, mtbf_src = None, "none: no failures and observability.mtbf_hours unset"
+    step_s = analysis.step_s_without_ckpt
+    if step_s is None and analysis.steps:
+        step_s = statistics.median(s.duration_s for s in analysis.steps)
+    committed = [s.step for s in analysis.committed]
+    diffs = sorted(b - a for a, b in itertools.pairwise(committed) if b > a)
+    current = round(statistics.median(diffs)) if diffs else configured_interval_steps
+    recoveries = [f.recovery_s for f in analysis.faults if f.recovery_s is not None]
+    restart = sum(recoveries) / len(recoveries) if recoveries else None
+    return advise(
+        cost,
+        mtbf,
+        step_s,
+        current_interval_steps=current,
+        restart_s=restart,
+        checkpoint_cost_source=cost_src,
+        mtbf_source=mtbf_src,
+    )
+
+
+def _check(delta_s: float, mtbf_s: float) -> None:
+    if delta_s <= 0 or mtbf_s <= 0:
+        raise ValueError(f"checkpoint cost and MTBF must be positive, got δ={delta_s} M={mtbf_s}")
