@@ -38,6 +38,9 @@ def training_env(cfg: ProjectConfig, mode: RecoveryMode, instance: InstanceType)
     """Everything the trainer container sets besides the downward-API variables."""
     env = efa_nccl_env(instance)
     env["NVRX_INPROCESS_STORE_PORT"] = str(cfg.job.inprocess_store_port)
+    # Workers get a store of their own per generation (hosted by global rank 0 on a port the rendezvous picks), not
+    # the rendezvous's long-lived store, whose keys would outlive a lost node's workers.
+    env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     if MODE_LAYERS[mode].inprocess:
         # NCCL errors must abort the communicator, not the process (the trainer sets these again, since
         # ft_launcher exports its own TORCH_NCCL_ASYNC_ERROR_HANDLING to workers).

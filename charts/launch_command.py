@@ -1,26 +1,33 @@
 """The training container's command line: ``ft_launcher`` or ``torchrun`` under a small bash supervisor.
 
 Generated here as argument lists so tests can check every flag. The container runs
-``bash -c <supervisor_script(...)>``; the supervisor
+``bash -c <supervisor_script(...)>``; the supervisor (PID 1)
 
-* derives the node's identity from ``JOB_COMPLETION_INDEX`` (index 0 hosts the rendezvous store),
-* starts the launcher, which starts one worker per GPU through :func:`worker_script`,
-* turns a worker's "unrecoverable" exit (``ft.unrecoverable_exit_code``) into the pod's exit code at once,
-  even though torchrun/ft_launcher themselves only ever exit 0 or 1, so ``podFailurePolicy`` can fail the Job.
+* derives the node's identity from ``JOB_COMPLETION_INDEX`` (index 0 hosts the rendezvous store) and ``JOB_ATTEMPT``
+  from the index's failure counts, counted and ignored;
+* starts the launcher, which starts one worker per GPU through :func:`worker_script`; each worker's exit code goes to
+  a node-local exit log;
+* turns a worker's "fail the Job" exit (``fail_job_exit_codes``) into the pod's exit code at once, even though
+  torchrun/ft_launcher themselves only ever exit 0 or 1, so ``podFailurePolicy`` can fail the Job;
+* otherwise, when the launcher exits, asks ``python -m training.resilience.supervisor decide`` whether to end the pod
+  (a fault of its own: Kubernetes replaces it) or to relaunch in place (a lost peer: rejoin the rendezvous once the
+  peer's replacement is there), within the windowed budget ``job.relaunch``; on SIGTERM it stops the launcher and
+  never relaunches.
 
-Rendezvous per launcher (verified against torch 2.13 and NVRx 0.4.1 / 0.7.0 sources):
-
-* ``ft_launcher`` (NVRx 0.7 supports only ``c10d`` with its barrier rendezvous): endpoint ``<job>-0.<service>``,
-  ``is_host`` true only on index 0, and ``GROUP_RANK=$JOB_COMPLETION_INDEX`` which NVRx uses as the
-  "infrastructure rank" that orders node ranks. (``--node-rank`` is ignored by c10d, so it is not passed.)
-* ``torchrun``: ``static`` rendezvous with ``--node-rank $JOB_COMPLETION_INDEX`` and rank 0 as master, so the
-  node rank is exactly the completion index (no in-job restarts in these modes: ``--max-restarts 0``).
+Rendezvous: every launcher uses ``c10d`` at ``<job>-0.<service>:<job.rendezvous_port>``, hosted by completion index
+0 (``--rdzv-conf is_host=...``), with round-scoped state: a replacement node joins the next round, and a launcher
+whose workers are healthy restarts them to let it in (a membership change). Its timeouts come from
+``job.rendezvous``. ft_launcher (NVRx 0.7 supports only ``c10d`` with its barrier rendezvous) also gets
+``GROUP_RANK=$JOB_COMPLETION_INDEX``, the "infrastructure rank" that orders node ranks. torchrun gets
+``--max-restarts 0`` (no in-job restarts in its modes). Workers get a store of their own per generation, hosted by
+global rank 0 (``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` in the pod spec), never the rendezvous's long-lived store.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 
 from charts.names import CONFIG_PATH, job_name, rendezvous_host, run_dir
 from charts.topology import Topology
@@ -28,11 +35,25 @@ from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
 from training.resilience.exit_codes import fail_job_exit_codes
 
 TRAINING_MODULE = "training.train"
-#: Node-local file a worker creates when it exits with the unrecoverable code; the supervisor watches it.
-UNRECOVERABLE_MARKER = "/tmp/training-unrecoverable"
+
+
+@dataclass(frozen=True)
+class NodeFiles:
+    """Node-local files of the supervisor (the container's own /tmp; tests point them elsewhere)."""
+
+    marker: str = "/tmp/training-unrecoverable"  # a worker's "fail the Job" exit code
+    exit_log: str = "/tmp/training-exits"  # every worker exit of the current launch
+    relaunch_log: str = "/tmp/training-relaunches"  # when the supervisor relaunched (the windowed budget)
+
+
+NODE_FILES = NodeFiles()
 #: Shell variables the supervisor defines before the launcher line.
 NODE_INDEX = "${JOB_COMPLETION_INDEX}"
 IS_HOST = "${RDZV_IS_HOST}"
+#: Seconds the supervisor gives a launcher to stop after SIGTERM (ft_launcher and torchrun give their workers 30 s).
+STOP_GRACE_S = 45
+#: ... and after its rendezvous host was replaced (the launcher is then blocked on a dead peer).
+HOST_MOVED_GRACE_S = 3
 #: First NVRx release whose ft_launcher has ``--ft-no-restart-exit-code``.
 _NO_RESTART_FLAG_SINCE = (0, 7, 0)
 _SHELL_REF = re.compile(r"\$\{[A-Z_][A-Z0-9_]*\}")
@@ -59,29 +80,28 @@ def _version(v: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", v)[:3])
 
 
+def rendezvous_conf(cfg: ProjectConfig) -> str:
+    """``--rdzv-conf``: the host flag and ``job.rendezvous``'s timeouts (keys of torch's and NVRx's c10d handlers)."""
+    r = cfg.job.rendezvous
+    return ",".join(
+        [
+            f"is_host={IS_HOST}",
+            f"join_timeout={_seconds(r.join_timeout_s)}",
+            f"read_timeout={_seconds(r.read_timeout_s)}",
+            f"last_call_timeout={_seconds(r.last_call_timeout_s)}",
+            f"close_timeout={_seconds(r.close_timeout_s)}",
+        ]
+    )
+
+
 def launcher_args(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology, *, host: str | None = None) -> list[str]:
     """The launcher and its flags, up to (not including) the worker command."""
     host = host or rendezvous_host(cfg, mode)
-    common = ["--nnodes", str(topology.nodes), "--nproc-per-node", str(topology.nproc_per_node)]
-    if not MODE_LAYERS[mode].ft_launcher:
-        return [
-            "torchrun",
-            *common,
-            "--rdzv-backend",
-            "static",
-            "--node-rank",
-            NODE_INDEX,
-            "--master-addr",
-            host,
-            "--master-port",
-            str(cfg.job.rendezvous_port),
-            "--max-restarts",
-            "0",
-        ]
-    ft = cfg.ft
-    args = [
-        "ft_launcher",
-        *common,
+    rendezvous = [
+        "--nnodes",
+        str(topology.nodes),
+        "--nproc-per-node",
+        str(topology.nproc_per_node),
         "--rdzv-backend",
         "c10d",
         "--rdzv-endpoint",
@@ -89,9 +109,18 @@ def launcher_args(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology, *,
         "--rdzv-id",
         job_name(cfg, mode),
         "--rdzv-conf",
-        f"is_host={IS_HOST}",
+        rendezvous_conf(cfg),
+    ]
+    if not MODE_LAYERS[mode].ft_launcher:
+        return ["torchrun", *rendezvous, "--max-restarts", "0"]
+    ft = cfg.ft
+    args = [
+        "ft_launcher",
+        *rendezvous,
         "--max-restarts",
         str(ft.max_restarts),
+        "--monitor-interval",
+        _seconds(ft.monitor_interval_s),
         "--ft-initial-rank-heartbeat-timeout",
         _seconds(ft.initial_rank_heartbeat_timeout_s),
         "--ft-rank-heartbeat-timeout",
@@ -107,14 +136,19 @@ def launcher_args(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology, *,
     return args
 
 
-def worker_script(cfg: ProjectConfig, *, module: str = TRAINING_MODULE, marker: str = UNRECOVERABLE_MARKER) -> str:
-    """What each worker runs (``bash -c``): the training; on a "fail the Job" exit code it writes the code to
-    the marker file for the supervisor, then stops the launcher (its parent) at once, so that the launcher cannot
-    restart the worker group while the supervisor polls for the marker."""
+def worker_script(cfg: ProjectConfig, *, module: str = TRAINING_MODULE, files: NodeFiles = NODE_FILES) -> str:
+    """What each worker runs (``bash -c``): the training, then a line in the node-local exit log (time, launcher
+    restart count, local rank, exit code). On a "fail the Job" exit code it also writes the code to the marker file
+    for the supervisor and stops the launcher (its parent) at once, so that the launcher cannot restart the worker
+    group while the supervisor polls for the marker. A SIGTERM from the launcher (which signals the whole process
+    group) reaches the training process; the wrapper waits for it, so a stopped worker is logged too (143)."""
     codes = "|".join(str(c) for c in fail_job_exit_codes(cfg.ft.unrecoverable_exit_code))
     return (
+        "trap : TERM INT\n"
         f'python -m {module} "$@"\nrc=$?\n'
-        f'case "$rc" in {codes}) echo "$rc" > {shlex.quote(marker)}; kill -TERM "$PPID" 2>/dev/null;; esac\n'
+        f'printf "%s %s %s %s\\n" "$(date +%s.%N)" "${{TORCHELASTIC_RESTART_COUNT:-0}}" "${{LOCAL_RANK:-0}}" "$rc"'
+        f" >> {shlex.quote(files.exit_log)}\n"
+        f'case "$rc" in {codes}) echo "$rc" > {shlex.quote(files.marker)}; kill -TERM "$PPID" 2>/dev/null;; esac\n'
         'exit "$rc"\n'
     )
 
@@ -126,11 +160,11 @@ def launch_argv(
     *,
     host: str | None = None,
     module: str = TRAINING_MODULE,
-    marker: str = UNRECOVERABLE_MARKER,
+    files: NodeFiles = NODE_FILES,
     config_path: str = CONFIG_PATH,
 ) -> list[str]:
     """Full launcher command: launcher flags, then ``--no-python bash -c <worker> trainer <training args>``."""
-    worker = ["--no-python", "bash", "-c", worker_script(cfg, module=module, marker=marker), "trainer"]
+    worker = ["--no-python", "bash", "-c", worker_script(cfg, module=module, files=files), "trainer"]
     return [*launcher_args(cfg, mode, topology, host=host), *worker, *training_args(cfg, mode, config_path)]
 
 
@@ -172,41 +206,107 @@ def supervisor_script(
     *,
     host: str | None = None,
     module: str = TRAINING_MODULE,
-    marker: str = UNRECOVERABLE_MARKER,
+    files: NodeFiles = NODE_FILES,
     config_path: str = CONFIG_PATH,
 ) -> str:
-    """The container's ``bash -c`` script (bash is PID 1: it forwards SIGTERM to the launcher)."""
-    argv = launch_argv(cfg, mode, topology, host=host, module=module, marker=marker, config_path=config_path)
-    q_marker = shlex.quote(marker)
+    """The container's ``bash -c`` script: PID 1, it runs the launcher, forwards SIGTERM to it, and after it exits
+    either ends the pod or relaunches it in place (module docstring)."""
+    host = host or rendezvous_host(cfg, mode)
+    argv = launch_argv(cfg, mode, topology, host=host, module=module, files=files, config_path=config_path)
+    marker, exits, history = (shlex.quote(f) for f in (files.marker, files.exit_log, files.relaunch_log))
+    budget = cfg.job.relaunch
+    decide = [
+        "python",
+        "-m",
+        "training.resilience.supervisor",
+        "decide",
+        *("--exits", files.exit_log, "--history", files.relaunch_log, "--rc", "${LAUNCHER_RC}"),
+        *(["--host-moved", "${HOST_MOVED}"]),
+        *("--unrecoverable", str(cfg.ft.unrecoverable_exit_code)),
+        *("--max-in-window", str(budget.max_in_window), "--window-s", _seconds(budget.window_s)),
+        *(["--in-job"] if MODE_LAYERS[mode].ft_launcher else []),
+    ]
+    wait = _seconds(cfg.job.rendezvous.join_timeout_s)
     return "\n".join(
         [
             "set -u",
-            f"rm -f {q_marker}",
             'export GROUP_RANK="${JOB_COMPLETION_INDEX:?JOB_COMPLETION_INDEX is not set (not an Indexed Job pod)}"',
             'if [ "$GROUP_RANK" = 0 ]; then RDZV_IS_HOST=true; else RDZV_IS_HOST=false; fi',
+            "# Earlier pods of this index, counted by the Job controller or ignored (a lost node, an eviction).",
+            "export JOB_ATTEMPT=$(( ${JOB_INDEX_FAILURES:-0} + ${JOB_INDEX_IGNORED_FAILURES:-0} ))",
+            "export POD_RELAUNCH=0",
+            f"rm -f {history}",
             f"mkdir -p {shlex.quote(run_dir(cfg, mode))}",
-            f'echo "[supervisor] node {NODE_INDEX} of {topology.nodes}: {argv[0]} ({mode.value})"',
-            # The run's wall clock starts here (goodput counts pod start-up); not fatal if the log is not writable.
-            shell_join(launch_event_argv(cfg, mode, topology, argv[0]))
-            + ' || echo "[supervisor] warning: could not record the launch event"',
-            f"{shell_join(argv)} &",
-            "launcher=$!",
-            """trap 'kill -TERM "$launcher" 2>/dev/null' TERM INT""",
-            'while kill -0 "$launcher" 2>/dev/null; do',
-            f"  if [ -e {q_marker} ]; then",
-            f'    echo "[supervisor] a worker exited $(cat {q_marker}) (fail the Job): stopping the launcher"',
-            '    kill -TERM "$launcher" 2>/dev/null',
-            "    break",
-            "  fi",
-            "  sleep 1",
-            "done",
+            "terminating=0",
+            "launcher=",
+            """trap 'terminating=1; [ -n "$launcher" ] && kill -TERM "$launcher" 2>/dev/null' TERM INT""",
+            "stop_launcher() {  # SIGTERM; SIGKILL after $1 s",
+            '  kill -TERM "$launcher" 2>/dev/null',
+            '  for _ in $(seq 1 "$1"); do kill -0 "$launcher" 2>/dev/null || return 0; sleep 1; done',
+            '  echo "[supervisor] the launcher ignored SIGTERM for $1 s: SIGKILL"',
+            '  kill -KILL "$launcher" 2>/dev/null',
+            "}",
+            "reap_leftovers() {  # as PID 1 of the pod: what a launch left (double-forked daemons) must not outlive it",
+            "  if [ $$ = 1 ]; then kill -KILL -1 2>/dev/null; fi",
+            "}",
             "while :; do",
-            '  wait "$launcher"',
-            "  rc=$?",
-            '  kill -0 "$launcher" 2>/dev/null || break',
+            f"  rm -f {marker} {exits}",
+            '  if [ "$RDZV_IS_HOST" = false ]; then',
+            f"    # The rendezvous host (index 0) may be starting or being replaced: wait up to {wait} s for it.",
+            "    SECONDS=0",
+            f"    until timeout 2 bash -c {shlex.quote(f'exec 3<>/dev/tcp/{host}/{cfg.job.rendezvous_port}')}"
+            " 2>/dev/null; do",
+            '      if [ "$terminating" = 1 ]; then exit 143; fi',
+            f"      if [ $SECONDS -ge {int(cfg.job.rendezvous.join_timeout_s)} ]; then",
+            f'        echo "[supervisor] the rendezvous host {host} did not come back within {wait} s"',
+            f"        exit {cfg.ft.unrecoverable_exit_code}",
+            "      fi",
+            "      sleep 1",
+            "    done",
+            "  fi",
+            f'  echo "[supervisor] node {NODE_INDEX} of {topology.nodes}, attempt $JOB_ATTEMPT, launch $POD_RELAUNCH: '
+            f'{argv[0]} ({mode.value})"',
+            # The run's wall clock starts here (goodput counts pod start-up); not fatal if the log is not writable.
+            "  "
+            + shell_join(launch_event_argv(cfg, mode, topology, argv[0]))
+            + ' || echo "[supervisor] warning: could not record the launch event"',
+            f"  host_ip=$(getent hosts {host} | head -n 1 | cut -d' ' -f1)",
+            "  HOST_MOVED=0",
+            f"  {shell_join(argv)} &",
+            "  launcher=$!",
+            '  while kill -0 "$launcher" 2>/dev/null; do',
+            f"    if [ -e {marker} ]; then",
+            f'      echo "[supervisor] a worker exited $(cat {marker}) (fail the Job): stopping the launcher"',
+            f"      stop_launcher {STOP_GRACE_S}",
+            "      break",
+            "    fi",
+            # A replaced rendezvous host has a new address; a launcher still talking to the old one would wait for
+            # a dead peer until its TCP connection times out (minutes): relaunch it instead.
+            f"    now_ip=$(getent hosts {host} | head -n 1 | cut -d' ' -f1)",
+            '    if [ "$RDZV_IS_HOST" = false ] && [ -n "$now_ip" ] && [ "$now_ip" != "$host_ip" ]; then',
+            f'      echo "[supervisor] the rendezvous host {host} moved ($host_ip -> $now_ip): stopping the launcher"',
+            # Its launcher is blocked on the dead host (a C++ store call does not see SIGTERM): a short grace.
+            f"      HOST_MOVED=1; stop_launcher {HOST_MOVED_GRACE_S}",
+            "      break",
+            "    fi",
+            "    sleep 1",
+            "  done",
+            "  while :; do",
+            '    wait "$launcher"',
+            "    rc=$?",
+            '    kill -0 "$launcher" 2>/dev/null || break',
+            "  done",
+            "  launcher=",
+            "  LAUNCHER_RC=$rc",
+            f'  if [ -e {marker} ]; then exit "$(cat {marker})"; fi',
+            '  if [ "$terminating" = 1 ]; then echo "[supervisor] terminated: launcher exited $rc"; exit "$rc"; fi',
+            f'  decision=$({shell_join(decide)}) || decision="exit $rc the supervisor\'s decision failed"',
+            '  echo "[supervisor] launcher exited $rc: $decision"',
+            '  case "$decision" in',
+            f"    relaunch*) reap_leftovers; POD_RELAUNCH=$((POD_RELAUNCH + 1)); sleep {_seconds(budget.delay_s)} ;;",
+            '    *) set -- $decision; exit "$2" ;;',
+            "  esac",
             "done",
-            f'if [ -e {q_marker} ]; then exit "$(cat {q_marker})"; fi',
-            'exit "$rc"',
             "",
         ]
     )

@@ -22,9 +22,20 @@ def parse_taint(taint: str) -> tuple[str, str | None, str]:
     return key, (value if "=" in spec else None), effect
 
 
+#: Taints the node lifecycle controller puts on a node that stops answering (NoExecute: bound pods are evicted
+#: after their ``tolerationSeconds``; Kubernetes adds 300 s ones by default).
+NODE_FAILURE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 def tolerations(cfg: ProjectConfig) -> list[k8s.Toleration]:
-    """One ``Equal`` (or ``Exists`` for value-less taints) toleration per ``gpu_nodes.node_taints`` entry."""
-    out = []
+    """One ``Equal`` (or ``Exists`` for value-less taints) toleration per ``gpu_nodes.node_taints`` entry, and the
+    node-failure taints for ``job.node_failure_toleration_s`` (then the pod is evicted and its index replaced)."""
+    out = [
+        k8s.Toleration(
+            key=key, operator="Exists", effect="NoExecute", toleration_seconds=cfg.job.node_failure_toleration_s
+        )
+        for key in NODE_FAILURE_TAINTS
+    ]
     for taint in cfg.gpu_nodes.node_taints:
         key, value, effect = parse_taint(taint)
         if value is None:

@@ -18,7 +18,7 @@ from constructs import Construct
 
 from charts.efa_env import to_env_vars, training_env
 from charts.launch_command import supervisor_script
-from charts.names import TRAINER_CONTAINER, job_name, rendezvous_host, service_name, training_pod_labels
+from charts.names import TRAINER_CONTAINER, job_name, service_name, training_pod_labels
 from charts.node_placement import node_selector, tolerations
 from charts.pod_resources import pod_resources
 from charts.topology import Topology
@@ -31,8 +31,10 @@ from training.telemetry.emf import ENDPOINT_ENV as EMF_ENDPOINT_ENV
 SHM_VOLUME = "dshm"
 #: backoffLimitPerIndex and podReplacementPolicy are on by default from 1.29 (beta), GA in 1.33 / 1.34.
 MIN_KUBERNETES_MINOR = 29
-#: Failure count of this pod's index, set by the Job controller when ``backoffLimitPerIndex`` is used.
+#: This pod's index's earlier failures, set by the Job controller when ``backoffLimitPerIndex`` is used: counted ones,
+#: and ignored ones (``podFailurePolicy`` Ignore: a lost node, an eviction; set only once there is one).
 INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
+IGNORED_FAILURES_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
 
 
 def _field_env(name: str, path: str) -> k8s.EnvVar:
@@ -82,11 +84,11 @@ class TrainingJob(Construct):
         topo = topology or Topology.from_config(cfg)
         self.name = job_name(cfg, mode)
         labels = training_pod_labels(cfg, mode)
-        env = to_env_vars(
-            {**training_env(cfg, mode, topo.instance), "NVRX_INPROCESS_STORE_HOST": rendezvous_host(cfg, mode)}
-        )
+        env = to_env_vars(training_env(cfg, mode, topo.instance))
         env += [
-            _field_env("JOB_ATTEMPT", f"metadata.annotations['{INDEX_FAILURE_COUNT_ANNOTATION}']"),
+            # The supervisor adds the two into JOB_ATTEMPT (an annotation not set yet reads as "").
+            _field_env("JOB_INDEX_FAILURES", f"metadata.annotations['{INDEX_FAILURE_COUNT_ANNOTATION}']"),
+            _field_env("JOB_INDEX_IGNORED_FAILURES", f"metadata.annotations['{IGNORED_FAILURES_ANNOTATION}']"),
             _field_env("POD_NAME", "metadata.name"),
             _field_env("NODE_NAME", "spec.nodeName"),
         ]

@@ -45,7 +45,7 @@ class RecoveryMode(StrEnum):
     INPROCESS = "inprocess"  # in-process restart (soft faults) + async checkpoints
     FT_LAUNCHER = "ft-launcher"  # ft_launcher in-job restart (hard faults) + async checkpoints
     INPROCESS_FT = "inprocess-ft"  # both NVRx layers + async checkpoints
-    K8S_ONLY = "k8s-only"  # Kubernetes restarts the pod; no NVRx at all
+    K8S_ONLY = "k8s-only"  # the published baseline: Kubernetes replaces pods; no NVRx at all, synchronous checkpoints
 
 
 class ModeLayers(_Strict):
@@ -62,7 +62,7 @@ MODE_LAYERS: dict[RecoveryMode, ModeLayers] = {
     RecoveryMode.INPROCESS: ModeLayers(checkpoint_mode="async", inprocess=True, ft_launcher=False),
     RecoveryMode.FT_LAUNCHER: ModeLayers(checkpoint_mode="async", inprocess=False, ft_launcher=True),
     RecoveryMode.INPROCESS_FT: ModeLayers(checkpoint_mode="async", inprocess=True, ft_launcher=True),
-    RecoveryMode.K8S_ONLY: ModeLayers(checkpoint_mode="async", inprocess=False, ft_launcher=False),
+    RecoveryMode.K8S_ONLY: ModeLayers(checkpoint_mode="sync", inprocess=False, ft_launcher=False),
 }
 
 
@@ -313,6 +313,34 @@ class ObservabilityConfig(_Strict):
     mtbf_hours: float | None = Field(default=None, gt=0)
 
 
+class RendezvousConfig(_Strict):
+    """The c10d rendezvous every launcher uses (hosted by the launcher of completion index 0)."""
+
+    #: How long a launcher waits for every node to join a round (a replacement node included) before it gives up.
+    join_timeout_s: float = Field(default=600.0, gt=0)
+    #: How long one request to the rendezvous store may block: after a silent loss of the store's host (index 0)
+    #: the other launchers notice within this time, then their supervisors relaunch them to rejoin the new host.
+    read_timeout_s: float = Field(default=60.0, gt=0)
+    #: After the minimum number of nodes joined, wait this long for more (min = max here, so it rarely matters).
+    last_call_timeout_s: float = Field(default=1.0, ge=0)
+    close_timeout_s: float = Field(default=30.0, gt=0)
+
+
+class RelaunchBudget(_Strict):
+    """How often a pod's supervisor may relaunch its launcher in place, counted in a sliding window.
+
+    A relaunch follows a lost peer (another pod failed, or the rendezvous host went away) or, with ft_launcher, a
+    launcher whose own restarts are used up. Counting within a window limits the fault *rate*, so a long run with
+    rare faults never runs out; more than ``max_in_window`` relaunches within ``window_s`` ends the pod with the
+    unrecoverable exit code (the Job fails, with the reason in the pod's log and ``exit_status.json``).
+    """
+
+    max_in_window: int = Field(default=10, ge=0)
+    window_s: float = Field(default=3600.0, gt=0)
+    #: Pause before a relaunch (lets the failed launcher's processes and sockets go away).
+    delay_s: float = Field(default=1.0, ge=0)
+
+
 class KubernetesJobConfig(_Strict):
     """The training Job's Kubernetes settings."""
 
@@ -322,7 +350,15 @@ class KubernetesJobConfig(_Strict):
     mode: RecoveryMode = RecoveryMode.INPROCESS_FT
     rendezvous_port: int = Field(default=29500, ge=1024, le=65535)
     inprocess_store_port: int = Field(default=29600, ge=1024, le=65535)
-    backoff_limit: int = Field(default=3, ge=0, description="pod replacements for node loss / disruption")
+    #: Counted pod failures allowed per completion index (``backoffLimitPerIndex``). A lost node or an eviction
+    #: is not counted (``DisruptionTarget`` -> Ignore), nor is a lost peer (the supervisor relaunches in place).
+    backoff_limit: int = Field(default=3, ge=0, description="counted pod failures allowed per index")
+    rendezvous: RendezvousConfig = Field(default_factory=RendezvousConfig)
+    relaunch: RelaunchBudget = Field(default_factory=RelaunchBudget)
+    #: ``tolerationSeconds`` for the ``node.kubernetes.io/not-ready`` and ``unreachable`` NoExecute taints: how long a
+    #: training pod stays bound to a node that stopped answering before it is evicted (Kubernetes' default is 300 s;
+    #: NCCL peers give up long before, so waiting longer only delays the replacement).
+    node_failure_toleration_s: int = Field(default=60, ge=0)
     ttl_seconds_after_finished: int = Field(default=86400, ge=0)
     shm_size_gib: int = Field(default=64, ge=1)
 
@@ -387,8 +423,16 @@ class InprocessConfig(_Strict):
     heartbeat_timeout_s: float = Field(default=30.0, gt=0)
     barrier_timeout_s: float = Field(default=60.0, gt=0)
     completion_timeout_s: float = Field(default=60.0, gt=0)
+    #: In-process restarts allowed within ``restart_window_s`` (a sliding window, so a long run with rare faults
+    #: never runs out). Beyond it the in-process layer gives up on this fault and the next layer takes over
+    #: (ft_launcher, or the pod's end under torchrun), never failing the Job by itself.
     max_iterations: int = Field(default=8, ge=1)
-    min_world_size: int = Field(default=1, ge=1)
+    restart_window_s: float = Field(default=3600.0, gt=0)
+    #: Smallest world the in-process layer may continue with after ranks are lost. None = the full world: a lost
+    #: rank (a dead pod) ends the iteration on every survivor with PEER_LOST, and the pods rejoin at full size once
+    #: the lost one is replaced, so the run stays bitwise what a fault-free run computes. A smaller value lets the
+    #: survivors go on with fewer ranks (a different global batch; the checkpoint loader reshards).
+    min_world_size: int | None = Field(default=None, ge=1)
     gloo_timeout_s: float = Field(default=10.0, gt=0)
     #: Monitor thread/process and progress-watchdog interval; must be below soft_timeout_s and heartbeat_timeout_s.
     monitor_interval_s: float = Field(default=1.0, gt=0)
@@ -522,6 +566,12 @@ class LocalConfig(_Strict):
         )
     )
 
+    #: Local multi-node runs (``--nodes``) replace ``job.rendezvous`` with these: a lost rendezvous host is noticed
+    #: within seconds, and a run whose replacement never comes ends within two minutes.
+    rendezvous: RendezvousConfig = Field(
+        default_factory=lambda: RendezvousConfig(join_timeout_s=120.0, read_timeout_s=10.0, close_timeout_s=10.0)
+    )
+
     #: On CUDA every local timeout is multiplied by this: CUDA/NCCL setup and the NVRx async-checkpoint worker's
     #: first save (a spawned process) block the main thread for seconds (measured 4-6 s on an H200), which the
     #: CPU timeouts would misread as a hang. Scaling keeps the soft < hard < barrier ordering.
@@ -594,7 +644,7 @@ class ProjectConfig(_Strict):
                 f"{net.private_subnets.get(net.gpu_subnet_id or '')!r}, not aws.availability_zone "
                 f"{self.aws.availability_zone!r}"
             )
-        if self.inprocess.min_world_size > self.gpu_nodes.node_count * self.instance.gpus:
+        if (self.inprocess.min_world_size or 0) > self.gpu_nodes.node_count * self.instance.gpus:
             raise ValueError("inprocess.min_world_size exceeds the world size (node_count x GPUs per node)")
         return self
 

@@ -20,7 +20,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -30,64 +29,10 @@ from platform_config.schema import MODE_LAYERS, RecoveryMode
 from training.resilience.exit_codes import ExitCode, clear_exit_status, exit_code_for, translate_launcher_exit
 from training.resilience.ft_monitor import ft_launcher_args, ft_launcher_yaml
 from training.resilience.inprocess import STORE_PORT_ENV
-from training.telemetry.events import EVENTS_FILE, EventLog
+from training.telemetry.events import EventLog
+from training.telemetry.progress import Progress
 
 SUMMARY_FILE = "summary.json"
-
-
-class Progress(threading.Thread):
-    """Follows ``events.jsonl`` and prints a line per ``every`` steps and per fault / restart / exit."""
-
-    def __init__(self, run_dir: Path, every: int, target: int, t0: float) -> None:
-        super().__init__(daemon=True)
-        self.path = run_dir / EVENTS_FILE
-        self.every = max(1, every)
-        self.target = target
-        self.t0 = t0
-        self.stop = threading.Event()
-        self.pos = 0
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            self.poll()
-            time.sleep(0.2)
-        self.poll()
-
-    def poll(self) -> None:
-        try:
-            with open(self.path) as f:
-                f.seek(self.pos)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        lines = data.split("\n")
-        self.pos += len(data) - len(lines[-1])
-        for line in lines[:-1]:
-            try:
-                self.show(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-
-    def show(self, e: dict[str, Any]) -> None:
-        t = f"[{time.monotonic() - self.t0:6.1f}s]"
-        ev = e["event"]
-        if ev == "step" and (e["step"] % self.every == 0 or e["step"] == self.target):
-            print(f"{t} step {e['step']:>5}/{self.target}  loss {e['loss']:.4f}", flush=True)
-        elif ev == "fault_injected":
-            where = f"{e.get('phase', 'step')} of step {e['step']}"
-            print(f"{t} FAULT  {e['kind']} injected on rank {e['fault_rank']} at {where}", flush=True)
-        elif ev == "restart_begin" and e["rank"] == 0:
-            print(f"{t} RESTART begin: layer {e['layer']}, cause {e['cause']}", flush=True)
-        elif ev == "restart_end" and e["rank"] == 0:
-            print(f"{t} RESTART end:   layer {e['layer']}, resumed from step {e.get('resumed_step')}", flush=True)
-        elif ev == "restore" and e.get("from_step") is not None:
-            print(f"{t} restored checkpoint of step {e['from_step']} ({e.get('tier')})", flush=True)
-        elif ev == "ckpt_quarantined":
-            print(f"{t} checkpoint of step {e['step']} quarantined: {e['reason']}", flush=True)
-        elif ev == "ckpt_failed":
-            print(f"{t} checkpoint of step {e['step']} FAILED: {e['error']}", flush=True)
-        elif ev == "exit" and e["code"]:
-            print(f"{t} rank {e['rank']} exited with code {e['code']} ({e['reason']})", flush=True)
 
 
 def worker_command(args: argparse.Namespace, mode: RecoveryMode, steps: int, faults: str) -> list[str]:
@@ -111,17 +56,11 @@ def worker_command(args: argparse.Namespace, mode: RecoveryMode, steps: int, fau
     return cmd
 
 
-def launch(args: argparse.Namespace) -> int:
-    """Run the job; returns the process exit code."""
+def _prepare(args: argparse.Namespace, cfg: Any) -> tuple[int, int, str, Path]:
+    """(steps, workers per node, fault schedule, run dir) from the flags and ``cfg.local``; empties the run
+    directory with ``--fresh``; says so when this is the CPU fallback."""
     import torch
 
-    cfg = load_config(args.config, args.env)
-    mode = RecoveryMode(args.mode) if args.mode else cfg.job.mode
-    layers = MODE_LAYERS[mode]
-    steps = args.steps or cfg.local.steps
-    nproc = args.nproc or cfg.local.nproc
-    faults = cfg.local.faults if args.faults is None else args.faults
-    port = args.port or cfg.local.rendezvous_port
     run_dir: Path = args.run_dir.resolve()
     args.run_dir = run_dir
     if args.fresh and run_dir.exists():
@@ -129,6 +68,21 @@ def launch(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     if not torch.cuda.is_available():
         print("== CPU fallback: no CUDA here, so gloo + fp32 on CPU workers (a tiny model) ==", flush=True)
+    faults = cfg.local.faults if args.faults is None else args.faults
+    return args.steps or cfg.local.steps, args.nproc or cfg.local.nproc, faults, run_dir
+
+
+def launch(args: argparse.Namespace) -> int:
+    """Run the job; returns the process exit code."""
+    import torch
+
+    cfg = load_config(args.config, args.env)
+    mode = RecoveryMode(args.mode) if args.mode else cfg.job.mode
+    if args.nodes is not None:
+        return launch_cluster(args, cfg, mode)
+    layers = MODE_LAYERS[mode]
+    steps, nproc, faults, run_dir = _prepare(args, cfg)
+    port = args.port or cfg.local.rendezvous_port
     print(
         f"== local run: mode {mode.value}, {nproc} workers, {steps} steps, faults {faults or '(none)'} -> {run_dir} ==",
         flush=True,
@@ -176,6 +130,42 @@ def launch(args: argparse.Namespace) -> int:
                 break
     progress.stop.set()
     progress.join(timeout=5)
+    return finish(run_dir, steps, code, message, time.monotonic() - t0, cfg.ft.unrecoverable_exit_code)
+
+
+def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> int:
+    """``--nodes N``: the training Job's manifests on a local cluster of N pods (:mod:`training.cluster`)."""
+    from training.cluster.network import ClusterUnavailable
+    from training.cluster.runner import ClusterOptions, run_cluster
+
+    steps, nproc, faults, run_dir = _prepare(args, cfg)
+    print(
+        f"== local cluster: Job of mode {mode.value}, {args.nodes} pods x {nproc} workers, {steps} steps, "
+        f"faults {faults or '(none)'}, node replacement {args.node_replace_s:g} s -> {run_dir} ==",
+        flush=True,
+    )
+    opts = ClusterOptions(
+        run_dir=run_dir,
+        nodes=args.nodes,
+        nproc=nproc,
+        steps=steps,
+        mode=mode,
+        faults=faults,
+        node_replace_s=args.node_replace_s,
+        backoff_scale=args.backoff_scale,
+        timeout_s=args.timeout_s,
+        progress_every=args.progress_every,
+    )
+    t0 = time.monotonic()
+    try:
+        status = run_cluster(cfg, opts)
+    except (ClusterUnavailable, ValueError) as err:
+        print(f"== FAILED: {err} ==", file=sys.stderr, flush=True)
+        return int(ExitCode.CONFIG)
+    cond = status["conditions"][-1] if status["conditions"] else {"type": "?", "reason": "", "message": ""}
+    print(f"== Job {cond['type']}: {cond.get('reason', '')} {cond.get('message', '')} ({run_dir / 'job.json'}) ==")
+    code = 0 if cond["type"] == "Complete" else cfg.ft.unrecoverable_exit_code
+    message = "" if code == 0 else f"Job {cond['type']}: {cond.get('reason')}: {cond.get('message')}"
     return finish(run_dir, steps, code, message, time.monotonic() - t0, cfg.ft.unrecoverable_exit_code)
 
 
@@ -247,6 +237,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=None, help="rendezvous port (default: cfg.local.rendezvous_port)")
     p.add_argument("--store-port", type=int, default=None, help="in-process store port")
     p.add_argument("--progress-every", type=int, default=20, help="print a progress line every N steps")
+    cluster = p.add_argument_group("local cluster (--nodes): the training Job's manifests as N pods of namespaces")
+    cluster.add_argument("--nodes", type=int, default=None, help="pods (default: one launcher, no Job)")
+    cluster.add_argument("--node-replace-s", type=float, default=5.0, help="node loss -> replacement pod may start")
+    cluster.add_argument("--backoff-scale", type=float, default=0.1, help="x Kubernetes' 10 s..6 min pod back-off")
+    cluster.add_argument("--timeout-s", type=float, default=900.0, help="fail the Job after this long")
     return p.parse_args(argv)
 
 

@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -40,6 +41,7 @@ from training.resilience.exit_codes import (
     check_codes,
     classify,
     exit_code_for,
+    fail_job_exit_codes,
     write_exit_status,
 )
 from training.resilience.faults import FaultInjector, fired_faults, schedule_from_config
@@ -54,7 +56,7 @@ from training.resilience.inprocess import (
 )
 from training.resilience.stall_dump import StallDump, threshold_s
 from training.telemetry.emf import EmfEmitter
-from training.telemetry.events import EventLog, read_events
+from training.telemetry.events import LAYERS, EventLog, env_int
 
 SUMMARY_FILE = "summary.json"
 #: Step intervals (after the first) measured before the step-time check runs.
@@ -181,14 +183,19 @@ class Runner:
         return prev
 
     def _restart_layer(self, iteration: int) -> tuple[str, str] | None:
-        """(layer, cause) if this entry is a recovery, else None."""
+        """(layer, cause) if this entry is a recovery, else None.
+
+        The job layer covers a replacement pod (``JOB_ATTEMPT`` > 0: earlier pods of this index failed or were
+        lost) and a launcher its pod's supervisor relaunched to rejoin after a peer was lost (``POD_RELAUNCH`` > 0).
+        """
         if iteration > 0:
             cause = _ns_of_fault(self.run_dir, self.entered_ns) or self.tracker.cause or "peer_fault"
             return "inprocess", cause
-        if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 and self.layers.ft_launcher:
+        if env_int("TORCHELASTIC_RESTART_COUNT") > 0 and self.layers.ft_launcher:
             return "ft_launcher", _ns_of_fault(self.run_dir, self.entered_ns) or "worker_failure"
-        if int(os.environ.get("JOB_ATTEMPT", "0")) > 0 and self.entered_ns:
-            return "job", _ns_of_fault(self.run_dir, self.entered_ns) or "pod_failure"
+        if (env_int("JOB_ATTEMPT") > 0 or env_int("POD_RELAUNCH") > 0) and self.entered_ns:
+            default = "peer_lost" if env_int("POD_RELAUNCH") > 0 else "pod_failure"
+            return "job", _ns_of_fault(self.run_dir, self.entered_ns) or default
         return None
 
     def __call__(self, call_wrapper: Any = None) -> int:
@@ -248,8 +255,10 @@ class Runner:
             return final
         except Exception as err:
             self.last_step = max(self.last_step, getattr(trainer, "step", 0) or 0)
-            if getattr(err, "fault_kind", None) is None:  # injected faults were counted when they fired
-                self.ledger.record(classify(err), self.last_step)
+            cause = classify(err)
+            # Injected faults were counted when they fired; a lost peer is the peer's fault, counted by its own rank.
+            if getattr(err, "fault_kind", None) is None and cause != "peer_lost":
+                self.ledger.record(cause, self.last_step)
             raise
         finally:
             with contextlib.suppress(Exception):
@@ -261,10 +270,14 @@ class Runner:
             # SIGABRT); without that layer the process exits next.
 
     def _init_process_group(self, iteration: int) -> None:
-        """Default group; under the in-process layer on a fresh key prefix of one store per iteration.
+        """The default group, on a store prefix of its own per in-process iteration, after every rank arrived.
 
-        Re-initialising with ``env://`` on re-entry reuses the launcher store's keys of the previous
-        iteration (seen hanging under ft_launcher), so each iteration gets ``PrefixStore("iter<N>")``.
+        The launchers give each worker generation a fresh store hosted by global rank 0 (ft_launcher with c10d, and
+        torchrun with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` from the pod spec), so a generation never sees the
+        keys of an earlier one. Re-initialising with ``env://`` on in-process re-entry reused the previous
+        iteration's keys (seen hanging under ft_launcher), hence ``PrefixStore("train_iter<N>")``. The barrier first
+        waits (up to ``inprocess.barrier_timeout_s``) until every rank arrived, so a slow starter is not mistaken for
+        a lost peer by gloo's much shorter connect timeout (seen on 2 cores with 4 workers).
         """
         import datetime
 
@@ -276,11 +289,8 @@ class Runner:
         if iteration > 0 and dist.is_initialized():  # NVRx's abort normally destroyed it; never reuse a broken one
             print(f"[train] rank {self.rank}: process group of iteration {iteration - 1} still alive; aborting it")
             distributed.abort_process_group()
-        if not self.layers.inprocess:
-            distributed.init_process_group(timeout_s=timeout_s)
-            return
+        agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
         if self._store is None:
-            agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
             self._store = dist.TCPStore(
                 os.environ["MASTER_ADDR"],
                 int(os.environ["MASTER_PORT"]),
@@ -290,20 +300,29 @@ class Runner:
                 multi_tenant=True,
                 wait_for_workers=False,
             )
-        store = dist.PrefixStore(f"train_iter{iteration}", self._store)
+        # An agent's store outlives worker generations: name the generation by its restart count as well.
+        prefix = (
+            f"train_r{env_int('TORCHELASTIC_RESTART_COUNT')}_iter{iteration}"
+            if agent_store
+            else f"train_iter{iteration}"
+        )
+        store = dist.PrefixStore(prefix, self._store)
+        distributed.store_barrier(store, self.world_size, self.cfg.inprocess.barrier_timeout_s)
         distributed.init_process_group(timeout_s=timeout_s, store=store, rank=self.rank, world_size=self.world_size)
 
     def _summary(self, final: int, digest: str) -> dict[str, Any]:
-        events = read_events(self.run_dir)
-        seen: set[tuple[Any, ...]] = set()
-        by_layer = {"inprocess": 0, "ft_launcher": 0, "job": 0}
-        for e in events:
-            if e["event"] == "restart_begin":
-                key = (e["layer"], e["attempt"], e["restart"], e["iteration"])
-                if key not in seen:
-                    seen.add(key)
-                    by_layer[e["layer"]] = by_layer.get(e["layer"], 0) + 1
+        """``summary.json``; ``restarts_by_layer`` counts the faults each layer recovered (``goodput.analyze``: all
+        ranks' restarts for one fault are one recovery, by the outermost layer involved)."""
+        from training.telemetry.goodput import analyze, load_events
+
+        run = analyze(load_events(self.run_dir).events)
+        by_layer = dict.fromkeys(LAYERS, 0)
+        for fault in run.faults:
+            if fault.layer in by_layer:
+                by_layer[fault.layer] += 1
         fired = sorted(f"{key} (rank {rank})" for rank, key in fired_faults(self.run_dir))
+        # Node faults are fired by the cluster (the local runner), which logs them as events only.
+        fired += sorted(f"{f.kind}@{f.step} (pod {f.pod})" for f in run.faults if f.injected and f.pod is not None)
         summary = {
             "final_step": final,
             "target_steps": self.steps,
@@ -317,6 +336,23 @@ class Runner:
         }
         atomic_write_json(self.run_dir / SUMMARY_FILE, summary)
         return summary
+
+
+#: What a shell reports for a process ended by SIGTERM; the trainer exits with it after a clean stop, so the pod's
+#: supervisor reads "stopped", never a fault of this node.
+TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM reached the worker: its pod is being stopped (an eviction, the Job's end) or its launcher is stopping
+    the worker group. A ``BaseException``, so NVRx's in-process Wrapper does not restart it; the trainer unwinds, and
+    its ``close`` lets this rank's in-flight checkpoint write finish (a synchronous or torch async save; an NVRx
+    writer's unfinished write is abandoned unless its commit already started) before the process exits 143."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up must not be cut short by a second SIGTERM
+    raise Terminated("SIGTERM: stopping at once, after this rank's in-flight checkpoint write")
 
 
 def _abandon_async_saves() -> None:
@@ -380,6 +416,7 @@ def run(args: argparse.Namespace) -> int:
                     print(f"[train] in-process layer: {name}={new} (was {old})", flush=True)
     runner = Runner(cfg, args, mode)
     unrecoverable = cfg.ft.unrecoverable_exit_code
+    signal.signal(signal.SIGTERM, _on_sigterm)
     for f in timeout_check.check_static(cfg, inprocess=layers.inprocess, ft_launcher=layers.ft_launcher):
         if runner.rank == 0:
             print(f"[timeout-check] {f}", flush=True)
@@ -394,7 +431,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if layers.inprocess:
             world = runner.world_size
-            min_world = world if layers.ft_launcher else min(cfg.inprocess.min_world_size, world)
+            min_world = min(cfg.inprocess.min_world_size or world, world)
             wrapper = build_wrapper(
                 cfg.inprocess,
                 port=store_port(cfg.job.inprocess_store_port),
@@ -409,9 +446,19 @@ def run(args: argparse.Namespace) -> int:
     except UnrecoverableError as err:
         cause = getattr(err, "cause", "unrecoverable")
         code, message = exit_code_for(cause, unrecoverable), err.reason
+    except Terminated as err:
+        cause, code, message, primary = "terminated", TERMINATED_EXIT_CODE, str(err), False
     except BaseException as err:
-        if is_restart_abort(err):
-            cause, message = "unrecoverable", f"in-process restarts exhausted or world too small: {err}"
+        # NVRx 0.4.1's Wrapper may raise a teardown error of its own on top of the RestartAbort our initialize raised:
+        # the tracker knows the Wrapper ended because of that abort.
+        if is_restart_abort(err) or runner.tracker.abort_cause is not None:
+            # Ranks were lost (another pod's failure) or restarts came too fast: neither fails the Job here. The lost
+            # peer's pod is replaced and this one rejoins; a rate budget hands the fault to the next layer.
+            if runner.tracker.abort_cause == "peer_lost":
+                cause = "peer_lost"
+            else:
+                cause = runner.tracker.cause if runner.tracker.cause not in (None, "peer_lost") else "exception"
+            message = f"in-process layer stopped: {err}"
             primary = False  # usually a consequence of another rank leaving: keep that rank's cause
         else:
             cause = classify(err)
@@ -421,7 +468,8 @@ def run(args: argparse.Namespace) -> int:
         code = exit_code_for(cause, unrecoverable)
     if code:
         print(f"[train] rank {runner.rank}: exiting with code {code} ({cause}): {message}", file=sys.stderr, flush=True)
-        write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary)
+        keep = frozenset(fail_job_exit_codes(unrecoverable))
+        write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary, keep_codes=keep)
         if cause in ("unrecoverable", "config", "no_usable_checkpoint"):
             runner.monitor.request_shutdown(f"{cause}: {message[:200]}")
     runner.hooks.stall.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import random
+import time
 
 import numpy as np
 import torch
@@ -68,6 +69,22 @@ def init_process_group(
         kwargs["device_id"] = dev
     dist.init_process_group(**kwargs)
     return dist.get_rank(), dist.get_world_size()
+
+
+def store_barrier(store: dist.Store, world_size: int, timeout_s: float, *, poll_s: float = 0.05) -> None:
+    """Wait until ``world_size`` processes called this on ``store`` (each adds one to a counter once).
+
+    Raises ``TimeoutError`` naming how many arrived. Used before creating a process group, whose own connect timeout
+    is the short collective timeout on gloo.
+    """
+    key = "barrier/arrived"
+    arrived = store.add(key, 1)
+    deadline = time.monotonic() + timeout_s
+    while arrived < world_size:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"store barrier: {arrived} of {world_size} ranks arrived within {timeout_s:g} s")
+        time.sleep(poll_s)
+        arrived = store.add(key, 0)
 
 
 def destroy_process_group() -> None:

@@ -8,12 +8,15 @@ Codes (all distinct; ``cfg.ft.unrecoverable_exit_code`` must not collide with th
  10   FAULT_EXCEPTION            an exception (injected or real) ended the process
  11   FAULT_HANG                 a hang was detected (k8s-only: a peer's collective timed out)
  12   FAULT_OOM                  an allocation failure
- 13   FAULT_COMM                 a broken collective / process group
+ 13   FAULT_COMM                 this rank broke its collective / process group
+ 14   PEER_LOST                  another rank failed: this rank's collective or store request
+                                 timed out or its connection closed (never counted as this
+                                 rank's fault; the pod's supervisor relaunches to rejoin)
  20   NO_USABLE_CHECKPOINT       checkpoints exist but none verifies (never restarts from 0)
  21   CHECKPOINT_WRITE           checkpoint storage failed (ENOSPC, unwritable directory)
  N    UNRECOVERABLE              ``cfg.ft.unrecoverable_exit_code`` (default 42): the same fault
-                                 repeated more than ``cfg.faults.max_repeats`` times, in-process
-                                 retries exhausted, or ft_launcher restarts exhausted
+                                 repeated more than ``cfg.faults.max_repeats`` times, or a
+                                 supervisor's windowed relaunch budget spent
 ====  =========================  ==========================================================
 
 Kubernetes: the charts' ``podFailurePolicy`` fails the Job at once on :func:`fail_job_exit_codes`
@@ -50,6 +53,7 @@ class ExitCode(IntEnum):
     FAULT_HANG = 11
     FAULT_OOM = 12
     FAULT_COMM = 13
+    PEER_LOST = 14
     NO_USABLE_CHECKPOINT = 20
     CHECKPOINT_WRITE = 21
 
@@ -60,6 +64,7 @@ CAUSE_CODES: dict[str, ExitCode] = {
     "hang": ExitCode.FAULT_HANG,
     "oom": ExitCode.FAULT_OOM,
     "comm": ExitCode.FAULT_COMM,
+    "peer_lost": ExitCode.PEER_LOST,
     "no_usable_checkpoint": ExitCode.NO_USABLE_CHECKPOINT,
     "checkpoint_write": ExitCode.CHECKPOINT_WRITE,
     "config": ExitCode.CONFIG,
@@ -104,11 +109,15 @@ def classify(exc: BaseException) -> str:
         return "checkpoint_write"
     if isinstance(exc, MemoryError) or "outofmemory" in name.lower() or "can't allocate memory" in text:
         return "oom"
-    if "timed out" in text or "timeout" in name.lower():
-        return "hang"
-    if "connection closed by peer" in text or "connection reset" in text or name == "DistBackendError":
-        return "comm"
+    if name in _PEER_ERRORS or any(marker in text for marker in _PEER_MARKERS) or "timeout" in name.lower():
+        return "peer_lost"
     return "exception"
+
+
+#: torch.distributed errors a rank sees when a peer (or the store's host) failed: its own fault was injected or
+#: raised elsewhere, so these name the victim's view (gloo and store timeouts, closed connections, NCCL aborts).
+_PEER_ERRORS = frozenset({"DistBackendError", "DistStoreError", "DistNetworkError"})
+_PEER_MARKERS = ("timed out", "connection closed by peer", "connection reset", "broken pipe")
 
 
 def exit_code_for(cause: str, unrecoverable: int) -> int:
@@ -118,12 +127,24 @@ def exit_code_for(cause: str, unrecoverable: int) -> int:
     return int(CAUSE_CODES.get(cause, ExitCode.FAULT_EXCEPTION))
 
 
-def write_exit_status(run_dir: Path, code: int, cause: str, message: str, rank: int, *, overwrite: bool = True) -> None:
+def write_exit_status(
+    run_dir: Path,
+    code: int,
+    cause: str,
+    message: str,
+    rank: int,
+    *,
+    overwrite: bool = True,
+    keep_codes: frozenset[int] = frozenset(),
+) -> None:
     """Record why a worker ended (read by :func:`translate_launcher_exit`); the latest record wins unless
-    ``overwrite`` is False (a consequence of another rank's failure must not hide that rank's cause)."""
+    ``overwrite`` is False (a consequence of another rank's failure must not hide that rank's cause), and never over
+    a record whose code is in ``keep_codes`` (the "fail the Job" codes: a peer's later error must not mask them)."""
     path = Path(run_dir) / EXIT_STATUS_FILE
-    if not overwrite and path.exists():
-        return
+    if path.exists():
+        previous = read_exit_status(run_dir)
+        if not overwrite or (previous is not None and int(previous.get("code", 0)) in keep_codes):
+            return
     atomic_write_json(path, {"code": code, "cause": cause, "message": message, "rank": rank})
 
 

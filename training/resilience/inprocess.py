@@ -80,13 +80,52 @@ def apply_process_env(environ: MutableMapping[str, str] | None = None) -> dict[s
 
 @dataclass
 class RestartTracker:
-    """What the in-process layer saw: detection time and cause of the last fault on this rank."""
+    """What the in-process layer saw: detection time and cause of the last fault on this rank, restart times, and
+    why it gave up (``abort_cause``: ``peer_lost`` when ranks were lost, ``budget`` when restarts came too fast)."""
 
     detected_mono: float | None = None
     detected_ts: float | None = None
     cause: str | None = None
     restarts: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+    restart_times: list[float] = field(default_factory=list)
+    abort_cause: str | None = None
+
+
+def _initialize_class() -> type:
+    from nvidia_resiliency_ext.inprocess.exception import RestartAbort
+    from nvidia_resiliency_ext.inprocess.initialize import Initialize
+
+    class WindowedRetry(Initialize):
+        """NVRx ``initialize``: stop restarting in-process when ranks were lost (the world is below
+        ``min_world_size``) or when more than ``max_restarts`` restarts fell within ``window_s``; records which in
+        ``tracker.abort_cause`` so the trainer exits with the right code. Replaces NVRx's ``RetryController``, whose
+        ``max_iterations`` counts restarts over the whole life of the process."""
+
+        def __init__(self, tracker: RestartTracker, max_restarts: int, window_s: float, min_world_size: int) -> None:
+            self.tracker = tracker
+            self.max_restarts = max_restarts
+            self.window_s = window_s
+            self.min_world_size = min_world_size
+
+        def __call__(self, state: Any) -> Any:
+            now = time.monotonic()
+            if state.iteration > 0:
+                self.tracker.restart_times.append(now)
+            active = min(state.world_size, state.active_world_size)
+            if active < self.min_world_size:
+                self.tracker.abort_cause = "peer_lost"
+                raise RestartAbort(f"{active} of {self.min_world_size} ranks are left: a peer was lost")
+            recent = [t for t in self.tracker.restart_times if now - t < self.window_s]
+            if len(recent) > self.max_restarts:
+                self.tracker.abort_cause = "budget"
+                raise RestartAbort(
+                    f"{len(recent)} in-process restarts within {self.window_s:g} s (inprocess.max_iterations = "
+                    f"{self.max_restarts}): handing the fault to the next layer"
+                )
+            return state
+
+    return WindowedRetry
 
 
 def _finalize_class() -> type:
@@ -152,9 +191,9 @@ def build_wrapper(
 ) -> Any:
     """An ``inprocess.Wrapper`` from an :class:`~platform_config.schema.InprocessConfig`.
 
-    ``min_world_size``: the RetryController's minimum; ``training.train`` passes the full world size
-    when ft_launcher is also on, so a lost rank ends the in-process layer and ft_launcher restarts the
-    whole group at the same world size (deterministic resume). ``on_fault``: cleanups run on every rank
+    ``min_world_size``: below it the in-process layer stops (``tracker.abort_cause = "peer_lost"``); ``training.train``
+    passes the full world size unless ``inprocess.min_world_size`` allows shrinking, so a lost rank ends the iteration
+    and the group restarts at the same world size (deterministic resume). ``on_fault``: cleanups run on every rank
     after each fault, before the next iteration (e.g. abandoning async checkpoint saves).
     """
     import torch
@@ -169,9 +208,7 @@ def build_wrapper(
     kwargs = wrapper_kwargs(
         inprocess.Wrapper,
         store_kwargs={"port": port, "timeout": _td(ip.barrier_timeout_s)},
-        initialize=inprocess.initialize.RetryController(
-            max_iterations=ip.max_iterations, min_world_size=min_world_size, min_active_world_size=min_world_size
-        ),
+        initialize=_initialize_class()(tracker, ip.max_iterations, ip.restart_window_s, min_world_size),
         finalize=_finalize_class()(tracker, on_fault),
         health_check=inprocess.Compose(*checks),
         monitor_thread_interval=monitor,

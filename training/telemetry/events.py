@@ -10,7 +10,8 @@ Each record carries:
 ``rank``      global rank at the time of the event (-1 for the launcher / job layer)
 ``iteration`` NVRx in-process restart iteration (0 before any in-process restart)
 ``restart``   ft_launcher / torchrun restart count (``TORCHELASTIC_RESTART_COUNT``)
-``attempt``   Kubernetes pod attempt (``JOB_ATTEMPT``, 0 locally)
+``attempt``   Kubernetes pod attempt (``JOB_ATTEMPT``: the index's earlier pods, counted or not; 0 locally)
+``relaunch``  how often the pod's supervisor relaunched its launcher to rejoin (``POD_RELAUNCH``)
 ``layer``     the layer that emitted it: ``inprocess`` / ``ft_launcher`` / ``job``
 ``event``     one of :data:`EVENT_TYPES`, plus event-specific fields listed there.
 """
@@ -46,9 +47,11 @@ LAYERS = ("inprocess", "ft_launcher", "job")
 EVENTS_FILE = "events.jsonl"
 
 
-def _env_int(name: str, default: int = 0) -> int:
+def env_int(name: str, default: int = 0) -> int:
+    """An integer environment variable; unset, empty or malformed gives ``default`` (the downward API gives "" for
+    an annotation that is not set yet)."""
     try:
-        return int(os.environ.get(name, default))
+        return int(os.environ.get(name) or default)
     except ValueError:
         return default
 
@@ -75,8 +78,9 @@ class EventLog:
             "mono": time.monotonic(),
             "rank": self.rank,
             "iteration": self.iteration,
-            "restart": _env_int("TORCHELASTIC_RESTART_COUNT"),
-            "attempt": _env_int("JOB_ATTEMPT"),
+            "restart": env_int("TORCHELASTIC_RESTART_COUNT"),
+            "attempt": env_int("JOB_ATTEMPT"),
+            "relaunch": env_int("POD_RELAUNCH"),
             "layer": layer,
             "event": event,
             **fields,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training.telemetry.events import EVENTS_FILE
+from training.telemetry.events import EVENTS_FILE, LAYERS
 
 #: Events that open a working interval (workers in the training loop).
 OPEN_EVENTS = frozenset({"start", "restart_end"})
@@ -152,6 +152,7 @@ class Fault:
     ts: float
     injected: bool = True
     phase: str | None = None
+    pod: int | None = None  # node faults (node-loss, evict): the completion index of the pod they hit
     layer: str | None = None  # the layer that recovered
     layers_tried: list[str] = field(default_factory=list)
     detection_ts: float | None = None
@@ -178,6 +179,7 @@ class Fault:
             "layer": self.layer,
             "step": self.step,
             "rank": self.rank,
+            "pod": self.pod,
             "detection_s": _r(self.detection_s),
             "recovery_s": _r(self.recovery_s),
             "rollback_steps": self.rollback_steps,
@@ -430,8 +432,8 @@ def _steps(events: list[dict[str, Any]], a: RunAnalysis) -> None:
         a.step_s_without_ckpt = statistics.fmean(clean) if clean else None  # type: ignore[arg-type]
 
 
-def _gen(e: dict[str, Any]) -> tuple[Any, Any, Any]:
-    return (e.get("restart", 0), e.get("attempt", 0), e.get("iteration", 0))
+def _gen(e: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    return (e.get("restart", 0), e.get("attempt", 0), e.get("relaunch", 0), e.get("iteration", 0))
 
 
 def _checkpoints(events: list[dict[str, Any]], a: RunAnalysis) -> None:
@@ -505,7 +507,8 @@ def _faults(events: list[dict[str, Any]], a: RunAnalysis) -> None:
     for i, e in enumerate(injected):
         step = e.get("step") if isinstance(e.get("step"), int) else None
         rank = e.get("fault_rank", e.get("rank"))
-        f = Fault(kind=str(e.get("kind") or "unknown"), step=step, rank=rank, ts=e["ts"], phase=e.get("phase"))
+        pod = e.get("pod") if isinstance(e.get("pod"), int) else None
+        f = Fault(kind=str(e.get("kind") or "unknown"), step=step, rank=rank, ts=e["ts"], phase=e.get("phase"), pod=pod)
         window_end = injected[i + 1]["ts"] if i + 1 < len(injected) else math.inf
         a.faults.append(f)
         _recover(f, e, window_end, a, starts, restores, step_ts, fault_index=len(a.faults) - 1)
@@ -577,14 +580,15 @@ def _recover(
         f.recovered_ts = first_new.ts
         if f.restored_step is None:
             f.restored_step = first_new.step - 1
-    # The layers whose restarts fall between the fault and the resumption; the last one recovered.
+    # The layers whose restarts fall between the fault and the resumption; the outermost one recovered (an escalation
+    # ends in the outer layer; a lost node is replaced by the job layer while ft_launcher restarts the survivors).
     end = min(f.recovered_ts, window_end) if f.recovered_ts is not None else window_end
     mine = [ep for ep in a.restarts if f.ts <= ep.ts < end and ep.fault_index is None] if detected is None else eps
     for ep in mine:
         ep.fault_index = fault_index
     if mine:
         f.layers_tried = [ep.layer for ep in mine]
-        f.layer = mine[-1].layer
+        f.layer = max((ep.layer for ep in mine), key=_layer_rank)
     # Rollback: steps (restored, fault step] that had been computed before the restore are recomputed.
     if f.step is not None and f.restored_step is not None:
         f.rollback_steps = max(0, f.step - f.restored_step)
@@ -602,10 +606,15 @@ def _recover(
         f.lost_work_s = f.rollback_s + max(0.0, partial)
 
 
+def _layer_rank(layer: str) -> int:
+    """Inner to outer: in-process, ft_launcher, job; unknown layers rank lowest."""
+    return LAYERS.index(layer) if layer in LAYERS else -1
+
+
 def _layer_from_generation(old: tuple[Any, ...], new: tuple[Any, ...]) -> str:
-    restart_old, attempt_old, _ = old
-    restart_new, attempt_new, _ = new
-    if attempt_new != attempt_old:
+    restart_old, attempt_old, relaunch_old, _ = old
+    restart_new, attempt_new, relaunch_new, _ = new
+    if attempt_new != attempt_old or relaunch_new != relaunch_old:
         return "job"
     if restart_new != restart_old:
         return "ft_launcher"

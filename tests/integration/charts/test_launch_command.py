@@ -1,7 +1,9 @@
 """The container's supervisor script run for real: torchrun and ft_launcher (installed NVRx) on CPU.
 
 One node with two workers; ``launch_payload`` stands in for the training. Checks that ranks and world size
-come out as planned and that a worker's unrecoverable exit code becomes the pod's exit code.
+come out as planned, that a worker's unrecoverable exit code becomes the pod's exit code, and what the supervisor
+does with an ordinary failure: under torchrun the worker's own code ends the pod; under ft_launcher a fresh launcher
+follows while the windowed relaunch budget holds its failures.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from charts.launch_command import supervisor_script
+from charts.launch_command import NodeFiles, supervisor_script
 from charts.names import run_dir
 from charts.topology import Topology
 from platform_config import RecoveryMode, config_from_dict
@@ -39,14 +41,18 @@ def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_
             "storage": {"mount_path": str(tmp_path / "fsx")},
             "gpu_nodes": {"node_count": 1, "min_nodes": 0, "max_nodes": 2},
             "image": {"nvrx_version": "0.4.1"},  # what requirements.txt installs here
-            "job": {"rendezvous_port": port, "inprocess_store_port": _free_port()},
+            "job": {
+                "rendezvous_port": port,
+                "inprocess_store_port": _free_port(),
+                "relaunch": {"max_in_window": 5, "window_s": 600, "delay_s": 0},
+            },
             "ft": {"max_restarts": 3},
             "faults": {"schedule": "exception@5:1"},
         }
     )
     topo = Topology(nodes=1, instance=dataclasses.replace(cfg.instance, gpus=2))
-    marker = tmp_path / "unrecoverable"
-    script = supervisor_script(cfg, mode, topo, host="127.0.0.1", module=PAYLOAD, marker=str(marker))
+    files = NodeFiles(*(str(tmp_path / name) for name in ("unrecoverable", "exits", "relaunches")))
+    script = supervisor_script(cfg, mode, topo, host="127.0.0.1", module=PAYLOAD, files=files)
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
@@ -82,14 +88,15 @@ def test_unrecoverable_exit_reaches_the_pod(tmp_path, mode):
 
 
 @pytest.mark.parametrize("mode", [RecoveryMode.ASYNC_CKPT, RecoveryMode.FT_LAUNCHER])
-def test_ordinary_failure_is_not_unrecoverable(tmp_path, mode):
+def test_an_ordinary_failure_ends_the_pod_with_the_workers_code(tmp_path, mode):
     cfg, proc, records = _run(tmp_path, mode, fail_rank=0, exit_code=3)
-    assert proc.returncode != cfg.ft.unrecoverable_exit_code, proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out  # Kubernetes counts it and replaces the pod; never the unrecoverable 42
     if mode is RecoveryMode.FT_LAUNCHER:
-        # in-job restarts happened before giving up
-        assert len(records["rank-0.jsonl"]) == 1 + cfg.ft.max_restarts
-        # NVRx 0.4.1 (installed here) ends an exhausted group whose other workers exited 0 as UNHEALTHY and
-        # exits 0; 0.7.0 (the image) returns FAILED and exits 1. Either way: never the unrecoverable code.
-        assert proc.returncode in (0, 1)
+        # Launch 1: 1 + max_restarts (3) failures, charged 4 + 1 <= budget 5 -> a fresh launcher. Launch 2: 4 more
+        # failures would exceed the window's budget -> the pod ends.
+        assert len(records["rank-0.jsonl"]) == 2 * (1 + cfg.ft.max_restarts)
+        assert "after the launcher's restarts were used up" in out and "too often for a relaunch" in out
     else:
-        assert proc.returncode == 1  # torchrun's ChildFailedError
+        assert len(records["rank-0.jsonl"]) == 1
+        assert "local rank 0 failed with 3: Kubernetes replaces this pod" in out

@@ -1,8 +1,11 @@
 """The launcher command lines, parsed by the real torchrun and ft_launcher argument parsers."""
 
+import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from nvidia_resiliency_ext.fault_tolerance.config import FaultToleranceConfig
@@ -46,7 +49,8 @@ def test_ft_launcher_flags_parse_and_carry_the_config(mode):
     assert args.nnodes == str(topo.nodes) and args.nproc_per_node == str(topo.nproc_per_node)
     assert args.rdzv_backend == "c10d"
     assert args.rdzv_endpoint == f"{rendezvous_host(cfg, mode)}:{cfg.job.rendezvous_port}"
-    assert args.rdzv_conf == "is_host=false"
+    assert args.rdzv_conf == ("is_host=false,join_timeout=600,read_timeout=60,last_call_timeout=1,close_timeout=30")
+    assert float(args.monitor_interval) == cfg.ft.monitor_interval_s == 0.5
     assert args.max_restarts == cfg.ft.max_restarts
     assert args.no_python and args.training_script == "bash"
     ft = FaultToleranceConfig.from_args(args)
@@ -64,11 +68,22 @@ def test_ft_launcher_flags_parse_and_carry_the_config(mode):
 
 
 @pytest.mark.parametrize("mode", TORCHRUN_MODES)
-def test_torchrun_uses_static_rendezvous_with_the_completion_index(cfg, mode):
+def test_torchrun_uses_the_c10d_rendezvous_hosted_by_index_0(mode):
+    """Round-scoped rendezvous state: a replacement node joins a new round instead of a dead one's keys."""
+    cfg = make_cfg(job={"rendezvous": {"join_timeout_s": 900, "read_timeout_s": 20}})
     topo = Topology.from_config(cfg)
-    args = torchrun_parser().parse_args(_expand(lc.launch_argv(cfg, mode, topo), index=3)[1:])
-    assert (args.rdzv_backend, args.node_rank, args.max_restarts) == ("static", 3, 0)
-    assert (args.master_addr, args.master_port) == (rendezvous_host(cfg, mode), cfg.job.rendezvous_port)
+    for index, host in ((0, "true"), (3, "false")):
+        args = torchrun_parser().parse_args(_expand(lc.launch_argv(cfg, mode, topo), index=index)[1:])
+        assert (args.rdzv_backend, args.max_restarts, args.rdzv_id) == ("c10d", 0, f"fsdp-train-{mode.value}")
+        assert args.rdzv_endpoint == f"{rendezvous_host(cfg, mode)}:{cfg.job.rendezvous_port}"
+        conf = dict(kv.split("=") for kv in args.rdzv_conf.split(","))
+        assert conf == {
+            "is_host": host,
+            "join_timeout": "900",
+            "read_timeout": "20",
+            "last_call_timeout": "1",
+            "close_timeout": "30",
+        }
     assert args.nnodes == str(topo.nodes) and args.nproc_per_node == str(topo.nproc_per_node)
     assert args.training_script_args[3:] == lc.training_args(cfg, mode)
     assert "--faults" not in args.training_script_args  # empty schedule -> no flag
@@ -124,15 +139,46 @@ def _as_child(script: str) -> tuple[int, str]:
 
 
 def test_worker_script_marks_only_the_unrecoverable_code_and_stops_the_launcher(tmp_path, cfg):
+    files = lc.NodeFiles(marker=str(tmp_path / "marker"), exit_log=str(tmp_path / "exits"))
     marker = tmp_path / "marker"
     code = cfg.ft.unrecoverable_exit_code
-    script = lc.worker_script(cfg, module="platform_config.missing_module", marker=str(marker))
+    script = lc.worker_script(cfg, module="platform_config.missing_module", files=files)
     # python -m <missing module> exits 1: no marker, the launcher is left alone (it may restart the worker)
     assert _as_child(script) == (1, "-") and not marker.exists()
     fake = script.replace("python -m platform_config.missing_module", f"exit_with() {{ return $1; }}; exit_with {code}")
     # the unrecoverable code: marker written and the launcher (the parent) told to stop before it can restart
     assert _as_child(fake) == (code, "TERM") and marker.read_text().strip() == str(code)
     assert shlex.quote(str(marker)) in script
+    # every exit is logged for the supervisor: time, launcher restart count, local rank, code
+    lines = [line.split() for line in (tmp_path / "exits").read_text().splitlines()]
+    assert [(restart, rank, rc) for _, restart, rank, rc in lines] == [("0", "0", "1"), ("0", "0", str(code))]
+
+
+def test_worker_script_logs_a_worker_its_launcher_stopped(tmp_path, cfg):
+    """The launcher signals the worker's whole process group; the wrapper outlives the training process and logs
+    143, which the supervisor reads as "stopped", not as a fault of this node."""
+    files = lc.NodeFiles(marker=str(tmp_path / "marker"), exit_log=str(tmp_path / "exits"))
+    script = lc.worker_script(cfg, module="platform_config.missing_module", files=files)
+    sleeper = script.replace("python -m platform_config.missing_module", "sleep 30")
+    proc = subprocess.Popen(
+        ["bash", "-c", sleeper, "w"],
+        start_new_session=True,
+        env={**os.environ, "LOCAL_RANK": "3", "TORCHELASTIC_RESTART_COUNT": "2"},
+    )
+    deadline = time.monotonic() + 10
+    while not _children(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=10) == 143
+    (line,) = (tmp_path / "exits").read_text().splitlines()
+    assert line.split()[1:] == ["2", "3", "143"]
+
+
+def _children(pid: int) -> list[str]:
+    try:
+        return open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except FileNotFoundError:
+        return []
 
 
 @pytest.mark.parametrize("mode", [RecoveryMode.INPROCESS_FT, RecoveryMode.K8S_ONLY])

@@ -65,8 +65,19 @@ def test_parse_taint(taint, parsed):
 
 def test_value_less_taint_gets_exists_toleration():
     cfg = make_cfg(gpu_nodes={"node_taints": ["dedicated:NoExecute"]})
-    (tol,) = tolerations(cfg)
+    tol = tolerations(cfg)[-1]
     assert (tol.key, tol.operator, tol.effect, tol.value) == ("dedicated", "Exists", "NoExecute", None)
+
+
+def test_pods_leave_a_failed_node_after_the_configured_seconds():
+    """Kubernetes would keep a pod bound to an unreachable node for 300 s; the Job's pods tolerate the node-failure
+    taints for job.node_failure_toleration_s only, then the index is replaced."""
+    cfg = make_cfg(job={"node_failure_toleration_s": 45})
+    tols = synth_job(cfg, RecoveryMode.INPROCESS_FT)["spec"]["template"]["spec"]["tolerations"]
+    failure = {t["key"]: t for t in tols if t["key"].startswith("node.kubernetes.io/")}
+    assert set(failure) == {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    for tol in failure.values():
+        assert (tol["operator"], tol["effect"], tol["tolerationSeconds"]) == ("Exists", "NoExecute", 45)
 
 
 def test_selector_adds_instance_type(cfg):

@@ -10,7 +10,6 @@ from charts import launch_command as lc
 from charts.names import TRAINER_CONTAINER, rendezvous_host, service_name
 from charts.pod_resources import resource_quantities
 from charts.topology import Topology
-from charts.training_job import INDEX_FAILURE_COUNT_ANNOTATION
 from platform_config import MODE_LAYERS, RecoveryMode
 from tests.unit.charts.conftest import make_cfg, synth_job, trainer
 
@@ -58,8 +57,15 @@ def test_pod_dns_storage_and_security(cfg):
     assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     env = {e["name"]: e for e in c["env"]}
     assert env["NVRX_INPROCESS_STORE_PORT"]["value"] == str(cfg.job.inprocess_store_port)
-    assert env["NVRX_INPROCESS_STORE_HOST"]["value"] == rendezvous_host(cfg, mode)
-    assert INDEX_FAILURE_COUNT_ANNOTATION in env["JOB_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert "NVRX_INPROCESS_STORE_HOST" not in env  # NVRx never read it (its store host is MASTER_ADDR)
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"]["value"] == "1"
+    assert env["JOB_INDEX_FAILURES"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['batch.kubernetes.io/job-index-failure-count']"
+    )
+    assert env["JOB_INDEX_IGNORED_FAILURES"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['batch.kubernetes.io/job-index-ignored-failure-count']"
+    )
+    assert "JOB_ATTEMPT" not in env  # the supervisor adds the two counts
     assert c["command"][:2] == ["bash", "-c"]
     assert "AWS_EMF_AGENT_ENDPOINT" not in env  # CloudWatch metrics are off by default
 
@@ -103,12 +109,10 @@ def test_ranks_world_size_rendezvous_and_resources_stay_consistent(nodes, gpus, 
     assert int(flags["--nnodes"]) * int(flags["--nproc-per-node"]) == nodes * gpus
     host = rendezvous_host(cfg, mode)
     assert host == f"{job['metadata']['name']}-0.{service_name(cfg)}"
-    if MODE_LAYERS[mode].ft_launcher:
-        assert flags["--rdzv-endpoint"] == f"{host}:{cfg.job.rendezvous_port}"
-        assert flags["--rdzv-conf"] == f"is_host={lc.IS_HOST}"
-    else:
-        assert (flags["--master-addr"], flags["--master-port"]) == (host, str(cfg.job.rendezvous_port))
-        assert flags["--node-rank"] == lc.NODE_INDEX
+    assert flags["--rdzv-backend"] == "c10d"  # every launcher: round-scoped rendezvous hosted by index 0
+    assert flags["--rdzv-endpoint"] == f"{host}:{cfg.job.rendezvous_port}"
+    assert flags["--rdzv-conf"].startswith(f"is_host={lc.IS_HOST},")
+    assert flags["--max-restarts"] == (str(cfg.ft.max_restarts) if MODE_LAYERS[mode].ft_launcher else "0")
     # every pod gets a distinct, valid DNS label <job>-<index>; index 0's is the rendezvous host
     hostnames = [f"{job['metadata']['name']}-{i}" for i in range(nodes)]
     assert len(set(hostnames)) == nodes and all(len(h) <= 63 for h in hostnames)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from torch.distributed import DistNetworkError, DistStoreError
 
 from tests.helpers.training_runs import REPO_ROOT
 from tests.helpers.training_runs import test_env as child_env
@@ -18,6 +19,7 @@ from training.resilience.exit_codes import (
     classify,
     exit_code_for,
     fail_job_exit_codes,
+    read_exit_status,
     translate_launcher_exit,
     write_exit_status,
 )
@@ -35,8 +37,16 @@ def test_codes_are_distinct_and_unrecoverable_must_not_collide() -> None:
 def test_classify_causes() -> None:
     assert classify(InjectedFault("hang", 3, 1)) == "hang"
     assert classify(RuntimeError("DefaultCPUAllocator: can't allocate memory")) == "oom"
-    assert classify(RuntimeError("Connection closed by peer [127.0.0.1]:1")) == "comm"
-    assert classify(RuntimeError("Timed out waiting 3000ms for recv")) == "hang"
+    assert classify(InjectedFault("comm", 3, 1)) == "comm"  # the rank that broke its collective
+    # What its peers see (the messages gloo and the c10d store raised in real runs): another rank's failure
+    assert classify(RuntimeError("Connection closed by peer [127.0.0.1]:1")) == "peer_lost"
+    assert classify(RuntimeError("[gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 3000ms for recv")) == (
+        "peer_lost"
+    )
+    assert classify(DistStoreError("wait timeout after 3000ms, keys: /train_iter1/0//cpu//0/1")) == "peer_lost"
+    assert classify(DistNetworkError("Broken pipe")) == "peer_lost"
+    assert classify(TimeoutError("store barrier: 3 of 4 ranks arrived within 20 s")) == "peer_lost"
+    assert exit_code_for("peer_lost", 42) == ExitCode.PEER_LOST == 14
     assert classify(ValueError("x")) == "exception"
     assert exit_code_for("checkpoint_write", 42) == ExitCode.CHECKPOINT_WRITE
     assert exit_code_for("unrecoverable", 42) == 42
@@ -87,3 +97,20 @@ def test_cli_wraps_a_launcher(tmp_path: Path) -> None:
     assert failing.returncode == 42 and "restarts exhausted" in failing.stderr
     ok = subprocess.run([*cmd, sys.executable, "-c", "pass"], cwd=REPO_ROOT, env=child_env(), timeout=60)
     assert ok.returncode == 0
+
+
+def test_a_fail_the_job_record_is_never_masked_by_a_peer_error(tmp_path: Path) -> None:
+    """Rank 1 escalates (42); rank 0 then fails on the barrier rank 1 left (seen with NVRx 0.4.1): 42 stays."""
+    keep = frozenset({2, 20, 42})
+    write_exit_status(tmp_path, 42, "unrecoverable", "exception@3/step failed 2 times", 1, keep_codes=keep)
+    write_exit_status(tmp_path, 10, "exception", "BarrierOverflow", 0, keep_codes=keep)
+    assert read_exit_status(tmp_path) == {
+        "code": 42,
+        "cause": "unrecoverable",
+        "message": "exception@3/step failed 2 times",
+        "rank": 1,
+    }
+    (tmp_path / "other").mkdir()
+    write_exit_status(tmp_path / "other", 10, "exception", "first", 0)
+    write_exit_status(tmp_path / "other", 13, "comm", "second", 1, keep_codes=keep)
+    assert read_exit_status(tmp_path / "other")["code"] == 13  # an ordinary record is replaced by the latest

@@ -1,0 +1,86 @@
+"""What a pod's container gets: the downward API, JOB_COMPLETION_INDEX, $(VAR) expansion, and its volumes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from training.cluster.controller import PodRun
+from training.cluster.image import LocalImage
+from training.cluster.manifest import Container, EnvVar, JobManifest, ManifestError, Volume, VolumeMount
+from training.cluster.pods import Storage, container_env, field_value, volume_mounts
+
+IMAGE = LocalImage("/workspace", {"PYTHONPATH": "/workspace"})
+
+
+def job(env=(), mounts=(), volumes=None):
+    return JobManifest(
+        name="train",
+        namespace="training",
+        completions=2,
+        parallelism=2,
+        backoff_limit=6,
+        backoff_limit_per_index=3,
+        max_failed_indexes=0,
+        pod_replacement_policy="Failed",
+        rules=[],
+        container=Container("trainer", "img", ["bash"], list(env), list(mounts)),
+        volumes=volumes or {},
+        subdomain="train",
+        termination_grace_s=30,
+        labels={"app": "x"},
+    )
+
+
+POD = PodRun(index=1, name="train-1-abcde", failures=2, ignored=1, created_at=0.0, node="node-7")
+
+
+def test_downward_api_values():
+    j = job()
+    assert field_value("metadata.name", j, POD, "10.0.0.9") == "train-1-abcde"
+    assert field_value("spec.nodeName", j, POD, "10.0.0.9") == "node-7"
+    assert field_value("metadata.annotations['batch.kubernetes.io/job-index-failure-count']", j, POD, "") == "2"
+    assert field_value("metadata.annotations['batch.kubernetes.io/job-index-ignored-failure-count']", j, POD, "") == "1"
+    assert field_value("metadata.annotations['absent']", j, POD, "") == ""
+    assert field_value("metadata.labels['batch.kubernetes.io/job-completion-index']", j, POD, "") == "1"
+    assert field_value("metadata.labels['app']", j, POD, "") == "x"
+    with pytest.raises(ManifestError, match="not supported"):
+        field_value("status.phase", j, POD, "")
+
+
+def test_container_env_order_and_expansion():
+    env = [
+        EnvVar("HOST_IP", field_path="status.hostIP"),
+        EnvVar("ENDPOINT", value="udp://$(HOST_IP):25888"),
+        EnvVar("LATER", value="$(UNDEFINED)-$(ENDPOINT)"),
+    ]
+    got = container_env(job(env), POD, "10.0.0.9", "train-1", IMAGE)
+    assert got["HOSTNAME"] == "train-1" and got["JOB_COMPLETION_INDEX"] == "1"
+    assert got["ENDPOINT"] == "udp://10.0.0.9:25888"
+    assert got["LATER"] == "$(UNDEFINED)-udp://10.0.0.9:25888"  # Kubernetes leaves unknown references as they are
+    assert got["PYTHONPATH"] == "/workspace"
+
+
+def test_volumes_become_mounts_in_order(tmp_path):
+    volumes = {
+        "config": Volume("config", "configMap", ref="cfg"),
+        "fsx": Volume("fsx", "persistentVolumeClaim", ref="claim"),
+        "shm": Volume("shm", "emptyDir", medium="Memory", size_limit="1Gi"),
+    }
+    mounts = [VolumeMount("config", "/etc/training", True), VolumeMount("fsx", "/ckpt"), VolumeMount("shm", "/dev/shm")]
+    storage = Storage({"claim": tmp_path / "claim"}, {"cfg": tmp_path / "cm"}, (("/ckpt/runs/x", tmp_path / "run"),))
+    got = volume_mounts(job(mounts=mounts, volumes=volumes), storage, IMAGE)
+    assert [(m.target, m.kind, m.source, m.read_only, m.size_bytes) for m in got] == [
+        ("/etc/training", "bind", tmp_path / "cm", True, 0),
+        ("/ckpt", "bind", tmp_path / "claim", False, 0),
+        ("/dev/shm", "tmpfs", None, False, 1 << 30),
+        ("/ckpt/runs/x", "bind", tmp_path / "run", False, 0),
+    ]
+    with pytest.raises(ManifestError, match="ConfigMap 'cfg' is not among"):
+        volume_mounts(job(mounts=mounts, volumes=volumes), Storage(storage.claims, {}), IMAGE)
+
+
+def test_a_mount_of_a_missing_volume_is_refused():
+    with pytest.raises(ManifestError, match="names no volume"):
+        volume_mounts(job(mounts=[VolumeMount("nope", "/x")]), Storage({}, {}), LocalImage("/", {}, [(Path("/"), "/")]))

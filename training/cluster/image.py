@@ -1,0 +1,96 @@
+"""The training image as the local cluster sees it: ``training/Dockerfile``'s WORKDIR, ENV and COPY lines.
+
+A pod's file system is this machine's (see :mod:`training.cluster.sandbox`), so "the image" is reduced to what the
+Dockerfile adds on top of its base: the environment it sets, its working directory, and the files it copies, which
+are bind-mounted read-only at the same places (a module the image does not copy is missing in the local pod too).
+The base image's Python becomes this checkout's virtual environment, first on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from training.cluster.sandbox import Mount
+
+#: PATH of the base image besides the virtual environment.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: What the local CPU cluster adds to every container: one thread per worker on a small machine.
+LOCAL_ENV = {"OMP_NUM_THREADS": "1"}
+
+
+class DockerfileError(ValueError):
+    """A Dockerfile instruction the local cluster cannot reproduce."""
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs with line continuations joined and comments dropped."""
+    out: list[tuple[str, str]] = []
+    current = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not current and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        current += line
+        word, _, rest = current.partition(" ")
+        out.append((word.upper(), rest.strip()))
+        current = ""
+    return out
+
+
+@dataclass(frozen=True)
+class LocalImage:
+    """Working directory, environment and copied paths of the image (the last build stage)."""
+
+    workdir: str
+    env: dict[str, str]
+    copies: list[tuple[Path, str]] = field(default_factory=list)  # (source in the build context, target in image)
+
+    @classmethod
+    def from_dockerfile(cls, dockerfile: Path, context: Path) -> LocalImage:
+        """Read the last stage of ``dockerfile`` whose build context is ``context``."""
+        workdir, env, copies = "/", {}, []
+        for word, args in _instructions(dockerfile.read_text()):
+            if word == "FROM":
+                workdir, env, copies = "/", {}, []
+            elif word == "WORKDIR":
+                workdir = posixpath.normpath(posixpath.join(workdir, args))
+            elif word == "ENV":
+                tokens = shlex.split(args)
+                if tokens and "=" not in tokens[0]:  # legacy `ENV KEY value`
+                    env[tokens[0]] = " ".join(tokens[1:])
+                for tok in tokens:
+                    if "=" in tok:
+                        key, _, value = tok.partition("=")
+                        env[key] = value
+            elif word in ("COPY", "ADD"):
+                tokens = shlex.split(args)
+                if any(t.startswith("--") for t in tokens):
+                    raise DockerfileError(f"{word} {args}: flags (--from, --chown, ...) are not reproduced locally")
+                *sources, dest = tokens
+                for src in sources:
+                    target = posixpath.join(workdir, dest)
+                    if dest.endswith("/") and not src.endswith("/"):
+                        target = posixpath.join(target, Path(src).name)
+                    copies.append((context / src, posixpath.normpath(target)))
+        return cls(workdir, env, copies)
+
+    def mounts(self) -> list[Mount]:
+        """The copied paths as read-only bind mounts."""
+        out = []
+        for src, target in self.copies:
+            if not src.exists():
+                raise DockerfileError(f"the image copies {src}, which does not exist")
+            out.append(Mount(target, "bind", src, read_only=True))
+        return out
+
+    def container_env(self, venv_bin: Path | None = None) -> dict[str, str]:
+        """The image's environment plus ``PATH`` (this venv first) and :data:`LOCAL_ENV`."""
+        venv = venv_bin or Path(sys.executable).parent
+        return {"PATH": f"{venv}:{SYSTEM_PATH}", "HOME": "/root", **self.env, **LOCAL_ENV}

@@ -1,0 +1,197 @@
+"""Typed views of the synthesized manifests the local cluster runs: the Job, its ConfigMap and headless Service.
+
+Only the fields the local cluster acts on are read, and anything it cannot honour is an error that names the field
+(a manifest the harness would silently mis-run is worse than none). Field meanings follow the Kubernetes API
+reference for ``batch/v1`` Job and ``v1`` Pod.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ManifestError(ValueError):
+    """A manifest the local cluster cannot run as written."""
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """A container env var: a literal ``value`` or a downward-API ``fieldRef`` path."""
+
+    name: str
+    value: str | None = None
+    field_path: str | None = None
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    name: str
+    mount_path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Volume:
+    """``configMap`` (name), ``persistentVolumeClaim`` (claim) or ``emptyDir`` (medium, size limit)."""
+
+    name: str
+    kind: str
+    ref: str | None = None
+    medium: str = ""
+    size_limit: str | None = None
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    image: str
+    argv: list[str]
+    env: list[EnvVar]
+    mounts: list[VolumeMount]
+    working_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class PodFailurePolicyRule:
+    """One ``podFailurePolicy`` rule: an exit-code requirement or pod-condition patterns, and the action."""
+
+    action: str  # FailJob | FailIndex | Ignore | Count
+    container_name: str | None = None
+    operator: str | None = None  # In | NotIn
+    values: tuple[int, ...] = ()
+    conditions: tuple[tuple[str, str], ...] = ()  # (type, status)
+
+
+@dataclass(frozen=True)
+class JobManifest:
+    """The parts of an Indexed ``batch/v1`` Job the local controller implements."""
+
+    name: str
+    namespace: str
+    completions: int
+    parallelism: int
+    backoff_limit: int
+    backoff_limit_per_index: int | None
+    max_failed_indexes: int | None
+    pod_replacement_policy: str
+    rules: list[PodFailurePolicyRule]
+    container: Container
+    volumes: dict[str, Volume]
+    subdomain: str | None
+    termination_grace_s: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+_QUANTITY = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti)?$")
+_UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+
+
+def quantity_bytes(q: str) -> int:
+    """Bytes of a binary-suffixed quantity (``64Gi``); other forms are refused."""
+    m = _QUANTITY.match(q)
+    if not m:
+        raise ManifestError(f"quantity {q!r}: the local cluster reads integers with Ki/Mi/Gi/Ti only")
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _env(raw: dict[str, Any]) -> EnvVar:
+    if "value" in raw:
+        return EnvVar(raw["name"], value=str(raw["value"]))
+    ref = (raw.get("valueFrom") or {}).get("fieldRef")
+    if not ref:
+        raise ManifestError(f"env {raw['name']}: only value and valueFrom.fieldRef are supported locally")
+    return EnvVar(raw["name"], field_path=ref["fieldPath"])
+
+
+def _volume(raw: dict[str, Any]) -> Volume:
+    name = raw["name"]
+    if "configMap" in raw:
+        return Volume(name, "configMap", ref=raw["configMap"]["name"])
+    if "persistentVolumeClaim" in raw:
+        return Volume(name, "persistentVolumeClaim", ref=raw["persistentVolumeClaim"]["claimName"])
+    if "emptyDir" in raw:
+        ed = raw["emptyDir"] or {}
+        return Volume(name, "emptyDir", medium=ed.get("medium", ""), size_limit=ed.get("sizeLimit"))
+    raise ManifestError(f"volume {name}: only configMap, persistentVolumeClaim and emptyDir are supported locally")
+
+
+def _rule(raw: dict[str, Any]) -> PodFailurePolicyRule:
+    codes = raw.get("onExitCodes")
+    if codes:
+        return PodFailurePolicyRule(
+            raw["action"], codes.get("containerName"), codes["operator"], tuple(int(v) for v in codes["values"])
+        )
+    conds = tuple((c["type"], c.get("status", "True")) for c in raw.get("onPodConditions") or ())
+    return PodFailurePolicyRule(raw["action"], conditions=conds)
+
+
+def parse_job(doc: dict[str, Any]) -> JobManifest:
+    """A :class:`JobManifest` from a Job document; refuses what the local controller does not implement."""
+    spec = doc["spec"]
+    if spec.get("completionMode") != "Indexed":
+        raise ManifestError("spec.completionMode: the local cluster runs Indexed Jobs only")
+    pod = spec["template"]["spec"]
+    if pod.get("restartPolicy") != "Never":
+        raise ManifestError("spec.template.spec.restartPolicy must be Never (podFailurePolicy requires it)")
+    if len(pod["containers"]) != 1 or pod.get("initContainers"):
+        raise ManifestError("spec.template.spec: the local cluster runs exactly one container and no init containers")
+    c = pod["containers"][0]
+    container = Container(
+        name=c["name"],
+        image=c["image"],
+        argv=[*(c.get("command") or []), *(c.get("args") or [])],
+        env=[_env(e) for e in c.get("env") or []],
+        mounts=[VolumeMount(m["name"], m["mountPath"], bool(m.get("readOnly"))) for m in c.get("volumeMounts") or []],
+        working_dir=c.get("workingDir"),
+    )
+    if not container.argv:
+        raise ManifestError("the container has no command: the local cluster cannot read the image's ENTRYPOINT")
+    policy = spec.get("podFailurePolicy") or {}
+    return JobManifest(
+        name=doc["metadata"]["name"],
+        namespace=doc["metadata"].get("namespace", "default"),
+        completions=int(spec["completions"]),
+        parallelism=int(spec.get("parallelism", 1)),
+        backoff_limit=int(spec.get("backoffLimit", 6)),
+        backoff_limit_per_index=spec.get("backoffLimitPerIndex"),
+        max_failed_indexes=spec.get("maxFailedIndexes"),
+        pod_replacement_policy=spec.get("podReplacementPolicy", "TerminatingOrFailed"),
+        rules=[_rule(r) for r in policy.get("rules") or []],
+        container=container,
+        volumes={v["name"]: _volume(v) for v in pod.get("volumes") or []},
+        subdomain=pod.get("subdomain"),
+        termination_grace_s=int(pod.get("terminationGracePeriodSeconds", 30)),
+        labels=dict(spec["template"].get("metadata", {}).get("labels") or {}),
+    )
+
+
+@dataclass(frozen=True)
+class Manifests:
+    """Every object of a ``cdk8s synth`` output directory, by kind and name."""
+
+    jobs: dict[str, JobManifest]
+    config_maps: dict[str, dict[str, str]]
+    headless_services: set[str]
+
+    @classmethod
+    def load(cls, directory: Path) -> Manifests:
+        jobs: dict[str, JobManifest] = {}
+        config_maps: dict[str, dict[str, str]] = {}
+        services: set[str] = set()
+        for path in sorted(directory.glob("*.yaml")):
+            for doc in yaml.safe_load_all(path.read_text()):
+                if not doc:
+                    continue
+                kind, name = doc["kind"], doc["metadata"]["name"]
+                if kind == "Job" and doc["spec"].get("completionMode") == "Indexed":
+                    jobs[name] = parse_job(doc)
+                elif kind == "ConfigMap":
+                    config_maps[name] = dict(doc.get("data") or {})
+                elif kind == "Service" and doc["spec"].get("clusterIP") == "None":
+                    services.add(name)
+        return cls(jobs, config_maps, services)

@@ -1,0 +1,284 @@
+"""Run the training Job of one recovery mode on a local cluster: N pods x P CPU workers, from the real manifests.
+
+``run_cluster()`` synthesizes the charts (``charts.main.build_app``, what ``cdk8s synth`` runs) for a local topology
+(``nodes`` pods, ``nproc`` workers each) and the local config (``cfg.local`` timeouts, the in-pod fault schedule in
+``faults.schedule``), then acts as the Job controller (:mod:`training.cluster.controller`) over pods that run the
+Job's exact container command in namespaces (:mod:`training.cluster.sandbox`). Node faults
+(:mod:`training.cluster.node_faults`) are fired when the run reaches their step.
+
+Layout of ``run_dir`` (the training run directory, i.e. ``<mount_path>/runs/<job>`` on the claim):
+``events.jsonl``, checkpoints, ``summary.json`` (written by rank 0), ``job.json`` (the Job's status, written here),
+``pods/<pod>.log`` (each container's output) and ``.cluster/`` (manifests, ConfigMap files, the claim's root,
+the pods' private file-system layers, removed at the end).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from platform_config import ProjectConfig, RecoveryMode, config_from_dict
+from platform_config.loader import deep_merge
+from training.cluster.controller import BACKOFF_BASE_S, BACKOFF_MAX_S, JobController, PodRun
+from training.cluster.image import LocalImage
+from training.cluster.manifest import JobManifest, ManifestError, Manifests
+from training.cluster.network import POD_CIDR, ClusterNetwork, DnsRecords, PodRecord
+from training.cluster.node_faults import NodeFault, split_schedule
+from training.cluster.pods import Storage, container_env, volume_mounts
+from training.cluster.sandbox import PodSandbox, PodSpec
+from training.common.files import atomic_write_json
+from training.telemetry.events import EventLog
+from training.telemetry.progress import EventTail, describe
+
+JOB_STATUS_FILE = "job.json"
+STATE_DIR = ".cluster"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ClusterOptions:
+    """One local cluster run. Times are seconds; ``backoff_scale`` scales Kubernetes' 10 s .. 6 min back-off."""
+
+    run_dir: Path
+    nodes: int
+    nproc: int
+    steps: int
+    mode: RecoveryMode
+    faults: str = ""
+    node_replace_s: float = 5.0
+    backoff_scale: float = 0.1
+    timeout_s: float = 900.0
+    progress_every: int = 20
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def local_cluster_config(cfg: ProjectConfig, opts: ClusterOptions, in_pod_faults: str) -> ProjectConfig:
+    """The config the local Job runs with: ``nodes`` GPU nodes, the local (short) timeouts, the in-pod faults, the
+    installed NVRx's version (its ft_launcher flags), plus ``opts.overrides`` (a nested dict, validated)."""
+    import torch
+
+    from training.resilience.inprocess import nvrx_version
+
+    inprocess, ft = cfg.local.timeouts(cuda=torch.cuda.is_available())
+    data = cfg.model_dump(mode="json")
+    update = {
+        "gpu_nodes": {"node_count": opts.nodes, "min_nodes": 0, "max_nodes": max(opts.nodes, cfg.gpu_nodes.max_nodes)},
+        "train": {"steps": opts.steps},
+        "inprocess": inprocess.model_dump(mode="json"),
+        "ft": ft.model_dump(mode="json"),
+        "faults": {"schedule": in_pod_faults},
+        "image": {"nvrx_version": nvrx_version()},
+        "job": {"mode": opts.mode.value, "rendezvous": cfg.local.rendezvous.model_dump(mode="json")},
+    }
+    return config_from_dict(deep_merge(deep_merge(data, update), opts.overrides), source="local cluster")
+
+
+def synthesize(cfg: ProjectConfig, nproc: int, outdir: Path) -> Manifests:
+    """``charts.main.build_app`` for ``nproc`` workers per pod, written to ``outdir`` and read back."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # jsii's banner on Node 20
+    from charts.main import build_app
+    from charts.topology import Topology
+
+    topology = Topology(nodes=cfg.gpu_nodes.node_count, instance=dataclasses.replace(cfg.instance, gpus=nproc))
+    if outdir.exists():
+        shutil.rmtree(outdir)
+    build_app(cfg, str(outdir), environ={}, topology=topology).synth()
+    return Manifests.load(outdir)
+
+
+class LocalCluster:
+    """The controller loop: creates pods, watches them, fires node faults, writes ``job.json``."""
+
+    def __init__(self, opts: ClusterOptions, cfg: ProjectConfig, job: JobManifest, manifests: Manifests) -> None:
+        from charts.names import run_dir as pod_run_dir
+
+        self.opts = opts
+        self.cfg = cfg
+        self.job = job
+        self.state = opts.run_dir / STATE_DIR
+        self.controller = JobController(
+            job,
+            backoff_base_s=BACKOFF_BASE_S * opts.backoff_scale,
+            backoff_max_s=BACKOFF_MAX_S * opts.backoff_scale,
+        )
+        self.image = LocalImage.from_dockerfile(REPO_ROOT / "training" / "Dockerfile", REPO_ROOT)
+        claim_dir = self.state / "claims" / cfg.storage.pvc_name
+        claim_dir.mkdir(parents=True, exist_ok=True)
+        cm_dirs = {}
+        for name, data in manifests.config_maps.items():
+            d = self.state / "configmaps" / name
+            d.mkdir(parents=True, exist_ok=True)
+            for key, value in data.items():
+                (d / key).write_text(value)
+            cm_dirs[name] = d
+        # The run directory on the claim is this run's --run-dir, so events and summary land where the caller looks.
+        run_on_claim = ((pod_run_dir(cfg, opts.mode), opts.run_dir),)
+        self.storage = Storage({cfg.storage.pvc_name: claim_dir}, cm_dirs, run_on_claim)
+        if job.subdomain not in manifests.headless_services:
+            raise ManifestError(f"pod subdomain {job.subdomain!r} names no headless Service: pods would get no DNS")
+        self.network = ClusterNetwork()
+        self.dns = DnsRecords(self.state / "dns")
+        self.sandboxes: dict[str, PodSandbox] = {}
+        self.evict_deadline: dict[str, float] = {}
+        self.lost: set[str] = set()
+        self.events = EventLog(opts.run_dir)
+        self.tail = EventTail(opts.run_dir)
+        self.t0 = time.monotonic()
+        self.nodes_made = 0
+
+    # -- pods ---------------------------------------------------------------------------------------------------
+    def _start_pod(self, index: int, now: float) -> None:
+        self.nodes_made += 1
+        pod = self.controller.create(index, now, node=f"local-node-{self.nodes_made}")
+        ip = self.network.allocate()
+        hostname = f"{self.job.name}-{index}"
+        spec = PodSpec(
+            name=pod.name,
+            hostname=hostname,
+            ip=ip,
+            prefix_len=POD_CIDR.prefixlen,
+            argv=self.job.container.argv,
+            env=container_env(self.job, pod, ip, hostname, self.image),
+            workdir=self.job.container.working_dir or self.image.workdir,
+            mounts=volume_mounts(self.job, self.storage, self.image),
+            dns_dir=self.dns.directory,
+        )
+        self.dns.publish(pod.name, PodRecord(ip, hostname, self.job.subdomain or "", self.job.namespace))
+        log = self.opts.run_dir / "pods" / f"{pod.name}.log"
+        sandbox = PodSandbox(spec, self.state / "pods" / pod.name, self.network, log)
+        sandbox.start()
+        self.sandboxes[pod.name] = sandbox
+        self._say(f"JOB   pod {pod.name} (index {index}, attempt {pod.attempt}) started on {pod.node} at {ip}")
+
+    def _pod_of(self, index: int) -> PodRun | None:
+        pod = self.controller.indexes[index].pod
+        return pod if pod is not None and pod.finished_at is None else None
+
+    def _reap(self, now: float) -> None:
+        for pod in list(self.controller.active()):
+            if pod.finished_at is not None:
+                continue
+            sandbox = self.sandboxes[pod.name]
+            rc = sandbox.poll()
+            if rc is None:
+                deadline = self.evict_deadline.get(pod.name)
+                if deadline is not None and now >= deadline:
+                    sandbox.kill()
+                continue
+            action = self.controller.terminated(pod, rc, now)
+            self.dns.withdraw(pod.name)
+            self._say(f"JOB   pod {pod.name} exited {rc}: podFailurePolicy action {action}")
+            self._write_status()
+
+    # -- node faults --------------------------------------------------------------------------------------------
+    def _fire(self, fault: NodeFault, now: float) -> bool:
+        pod = self._pod_of(fault.pod)
+        if pod is None:
+            return False  # the index has no running pod now; fire when it has one again
+        sandbox = self.sandboxes[pod.name]
+        ranks = list(range(fault.pod * self.opts.nproc, (fault.pod + 1) * self.opts.nproc))
+        self.events.emit(
+            "fault_injected",
+            kind=fault.kind,
+            step=self.tail.max_step + 1,
+            fault_rank=ranks[0],
+            ranks=ranks,
+            pod=fault.pod,
+            phase="step",
+            scheduled=str(fault),
+            emit_layer="job",
+        )
+        if fault.kind == "node-loss":
+            sandbox.cut_network()
+            sandbox.kill()
+            self.controller.disrupted(pod, "DeletionByTaintManager")
+            self.controller.terminated(pod, None, now, terminal_at=now + self.opts.node_replace_s)
+            self.dns.withdraw(pod.name)
+            self._say(
+                f"JOB   node {pod.node} lost with pod {pod.name}; its replacement can start in "
+                f"{self.opts.node_replace_s:g} s"
+            )
+        else:
+            self.controller.disrupted(pod, "EvictionByEvictionAPI")
+            sandbox.signal(signal.SIGTERM)
+            self.evict_deadline[pod.name] = now + self.job.termination_grace_s
+            self._say(f"JOB   pod {pod.name} evicted: SIGTERM, {self.job.termination_grace_s} s grace")
+        self._write_status()
+        return True
+
+    # -- loop ---------------------------------------------------------------------------------------------------
+    def run(self, node_faults: list[NodeFault]) -> dict[str, Any]:
+        pending = list(node_faults)
+        deadline = time.time() + self.opts.timeout_s
+        self.network.start()
+        try:
+            while not self.controller.finished:
+                now = time.time()
+                for index in self.controller.due(now):
+                    self._start_pod(index, now)
+                for e in self.tail.poll():
+                    line = describe(e, self.opts.progress_every, self.opts.steps)
+                    if line is not None:
+                        self._say(line)
+                for fault in [f for f in pending if self.tail.max_step >= f.step]:
+                    if self._fire(fault, now):
+                        pending.remove(fault)
+                self._reap(now)
+                if now > deadline:
+                    self.controller._fail(now, "DeadlineExceeded", f"the local run exceeded {self.opts.timeout_s:g} s")
+                time.sleep(0.1)
+            self._terminate_all()
+        finally:
+            for sandbox in self.sandboxes.values():
+                sandbox.kill()
+            self.network.close()
+            self._write_status()
+        return self.controller.status()
+
+    def _terminate_all(self) -> None:
+        """The Job ended: SIGTERM every pod still running, SIGKILL after its grace period (as pod deletion does)."""
+        running = [p for p in self.controller.active() if p.finished_at is None]
+        for pod in running:
+            self.sandboxes[pod.name].signal(signal.SIGTERM)
+        end = time.time() + self.job.termination_grace_s
+        while running and time.time() < end:
+            running = [p for p in running if self.sandboxes[p.name].poll() is None]
+            time.sleep(0.1)
+        for pod in running:
+            self.sandboxes[pod.name].kill()
+        for pod in self.controller.active():
+            if pod.finished_at is None:
+                self.controller.terminated(pod, self.sandboxes[pod.name].poll(), time.time())
+
+    def _write_status(self) -> None:
+        atomic_write_json(self.opts.run_dir / JOB_STATUS_FILE, self.controller.status())
+
+    def _say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
+
+
+def run_cluster(cfg: ProjectConfig, opts: ClusterOptions) -> dict[str, Any]:
+    """Synthesize, run the Job to its end, clean the pods' layers; returns the Job status (also in ``job.json``)."""
+    from charts.names import job_name
+
+    node_faults, in_pod = split_schedule(opts.faults, opts.nodes)
+    local_cfg = local_cluster_config(cfg, opts, in_pod)
+    state = opts.run_dir / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "config.json").write_text(json.dumps(local_cfg.model_dump(mode="json"), indent=1, sort_keys=True))
+    manifests = synthesize(local_cfg, opts.nproc, state / "manifests")
+    name = job_name(local_cfg, opts.mode)
+    if name not in manifests.jobs:
+        raise ManifestError(f"no Job {name!r} among the synthesized manifests ({', '.join(manifests.jobs)})")
+    cluster = LocalCluster(opts, local_cfg, manifests.jobs[name], manifests)
+    try:
+        return cluster.run(node_faults)
+    finally:
+        shutil.rmtree(state / "pods", ignore_errors=True)
