@@ -30,9 +30,9 @@ def test_best_interval_takes_the_highest_median_then_the_highest_p5() -> None:
 def test_the_simulated_optimum_is_within_20_percent_of_daly() -> None:
     """Validation 1: δ = 5 s << τ ≈ 704 s << M = 50,000 s; a 2,000,000 s run sees about 40 faults."""
     exc = FaultClass("exception", {"inprocess": 0.0}, rate_per_hour=3600 / 50000)
+    restart = {k: LayerParams(Dist(10.0)) for k in ("inprocess", "ft_launcher", "job")}
     sc = Scenario(steps=2_000_000, step_s=1.0, interval=700, stall_s=5.0, write_s=0.0, mode="inprocess",
-                  fault_classes=(exc,), layers={k: LayerParams(Dist(10.0)) for k in ("inprocess", "ft_launcher", "job")},
-                  trials=120).validate()  # fmt: skip
+                  fault_classes=(exc,), layers=restart, trials=120).validate()  # fmt: skip
     daly = optimum(sc)["daly_interval_steps"]
     assert daly == 704  # sqrt(2·5·50000)·(1 + sqrt(5e-5)/3 + 5e-5/9) - 5 = 703.8 s
     rows = sweep(sc, [round(daly * f / 4) for f in range(1, 13)])  # 0.25 τ ... 3 τ
