@@ -4,8 +4,8 @@ A trial walks the job's timeline as segments: start-up, compute up to the next c
 save waits for the previous background write), stall, background write, down (detection + restart, by layer),
 restore, and rework (compute that a fault threw away). Faults arrive as a Poisson process in the time the workers
 are up (start-up, restarts and down time draw none) and from an optional fixed schedule (the step at which each
-fires, once). Randomness is seeded per trial; fault arrivals have their own stream, so two scenarios run with the
-same seed see the same arrivals (common random numbers for sweeps).
+fires, once). Randomness is seeded per trial; fault arrivals and their classes have their own stream, so two
+scenarios run with the same seed see the same faults (common random numbers for sweeps and mode comparisons).
 
 Goodput is defined as ``training.telemetry.goodput`` defines it (``docs/goodput.md``): training goodput = the
 kept steps' compute / wall time; infrastructure goodput = time the workers are in the training loop (from ``start``
@@ -272,7 +272,7 @@ class _Sim:
         """Handle a fault at ``self.t``: detect, restart (escalating), restore; then raise :class:`_Interrupted`."""
         sc, tf = self.sc, self.t
         if cls is None:
-            cls = int(self.rng.choice(len(self.rates), p=self.probs))
+            cls = int(self.rng_arrivals.choice(len(self.rates), p=self.probs))  # same faults across scenarios
         fc = sc.fault_classes[cls]
         self._emit(tf, "fault_injected", kind=fc.name, step=step, fault_rank=0, phase="step")
         self.write = None  # an in-flight save is abandoned
