@@ -95,7 +95,7 @@ def calibrate(report: dict[str, Any], base: Scenario) -> Calibration:
         step_s = report["productive_seconds"] / steps
         notes.append("step_s: productive seconds / final step (no step gap without a checkpoint)")
     if not step_s:
-        raise ScenarioError("--from-report: the report has no step time (no steps ran?)")
+        raise ScenarioError("the report has no step time (no steps ran?)")
     ov["step_s"], ov["step_s_by_nodes"] = float(step_s), None
     interval = (report.get("advice") or {}).get("current_interval_steps")
     if isinstance(interval, int) and interval > 0:

@@ -8,12 +8,15 @@ from the interval or the mode, not from luck. The best interval is the one with 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
-from platform_config import MODE_LAYERS, RecoveryMode
+from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
+from training.whatif.calibrate import calibrate
 from training.whatif.engine import run_trials
+from training.whatif.inputs import from_config
 from training.whatif.interval import min_interval_steps, optimum
-from training.whatif.params import Scenario
+from training.whatif.params import LLAMA3_NODE_MTBF_HOURS, Scenario
 
 #: Sweep points per interval sweep (geometric between the smallest useful interval and the run length).
 DEFAULT_POINTS = 13
@@ -89,7 +92,8 @@ def compare_modes(sc: Scenario, trials: int | None = None) -> list[dict[str, Any
 
 
 def recommend(sc: Scenario, *, trials: int = 40, points: int = 7) -> dict[str, Any]:
-    """The recovery mode and interval with the highest median training goodput for ``sc``'s cluster.
+    """The recovery mode and interval with the highest median training goodput for ``sc``'s cluster (ties: the
+    higher infrastructure goodput, then ``sc.mode``).
 
     Each mode gets an interval sweep of ``points`` points and ``trials`` trials per point (small: this runs inside
     the report). Modes that turn on the same layers with the same checkpoint mode are simulated once.
@@ -110,8 +114,13 @@ def recommend(sc: Scenario, *, trials: int = 40, points: int = 7) -> dict[str, A
                 "infrastructure_goodput_p50": best["infrastructure_goodput_p50"],
             }
         by_mode[mode.value] = results[key]
-    # The best median; among equals the mode listed first (fewer moving parts come later in RecoveryMode).
-    mode = max(by_mode, key=lambda name: (by_mode[name]["training_goodput_p50"], -_order(name)))
+
+    def rank(name: str) -> tuple[float, float, bool, int]:
+        """Best median training goodput, then infrastructure goodput, then the configured mode, then the order."""
+        r = by_mode[name]
+        return (r["training_goodput_p50"], r["infrastructure_goodput_p50"], name == sc.mode, -_order(name))
+
+    mode = max(by_mode, key=rank)
     return {
         "mode": mode,
         **by_mode[mode],
@@ -127,3 +136,29 @@ def recommend(sc: Scenario, *, trials: int = 40, points: int = 7) -> dict[str, A
 
 def _order(mode: str) -> int:
     return [m.value for m in RecoveryMode].index(mode)
+
+
+def for_report(report: dict[str, Any], cfg: ProjectConfig, *, trials: int = 40, points: int = 7) -> dict[str, Any]:
+    """The recommendation for ``cfg``'s cluster (nodes, GPUs, steps, budgets, timeouts) with the step, checkpoint
+    and restart times a run's ``report`` measured (:mod:`training.whatif.calibrate`).
+
+    The node MTBF is ``observability.mtbf_hours`` x ``node_count`` when configured, else Llama 3's.
+    """
+    base = from_config(cfg)
+    source = "observability.mtbf_hours x gpu_nodes.node_count"
+    if base.node_mtbf_hours is None:
+        base = replace(base, node_mtbf_hours=LLAMA3_NODE_MTBF_HOURS)
+        source = "Llama 3 (arXiv 2407.21783, Table 5): 2,048 nodes x 54 days / 419 interruptions"
+    measured = calibrate(report, base).apply(base)
+    sc = replace(measured, steps=base.steps, interval=base.interval).validate()
+    return {
+        **recommend(sc, trials=trials, points=points),
+        "node_mtbf_source": source,
+        "configured_interval_steps": base.interval,
+        "from_run": {
+            "step_s": sc.step_time,
+            "stall_s": sc.stall_s,
+            "write_s": sc.write_time,
+            "checkpoint_mode": measured.checkpoint_mode,
+        },
+    }

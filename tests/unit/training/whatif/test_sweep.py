@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from tests.unit.training.whatif.test_engine import scheduled
+from platform_config import config_from_dict, load_config
+from tests.unit.training.whatif.test_engine import EXC, scheduled
+from training.telemetry.report import build_report
+from training.whatif.engine import simulate
 from training.whatif.interval import optimum
-from training.whatif.params import Dist, FaultClass, LayerParams, Scenario
-from training.whatif.sweep import best_interval, compare_modes, interval_grid, recommend, sweep
+from training.whatif.outputs import write_events
+from training.whatif.params import LLAMA3_NODE_MTBF_HOURS, Dist, FaultClass, LayerParams, Scenario
+from training.whatif.sweep import best_interval, compare_modes, for_report, interval_grid, recommend, sweep
+
+REPO = Path(__file__).resolve().parents[4]
 
 
 def test_grid_spans_the_write_bound_to_the_run_and_holds_the_marks() -> None:
@@ -56,5 +65,38 @@ def test_recommend_picks_the_best_mode_and_its_interval() -> None:
     rec = recommend(scheduled("k8s-only"), trials=1, points=5)
     assert set(rec["by_mode"]) == {"sync-ckpt", "async-ckpt", "inprocess", "ft-launcher", "inprocess-ft", "k8s-only"}
     assert rec["mode"] == "inprocess"  # in-process recovers the exception fastest; inprocess-ft ties, listed later
+    assert recommend(scheduled("inprocess-ft"), trials=1, points=5)["mode"] == "inprocess-ft"  # the tie: configured
     assert rec["training_goodput_p50"] == max(m["training_goodput_p50"] for m in rec["by_mode"].values())
     assert rec["by_mode"]["async-ckpt"] == rec["by_mode"]["k8s-only"]  # the same layers: simulated once
+
+
+def simulated_report(tmp_path: Path) -> dict:
+    """report.json of a simulated in-process run: 0.5 s steps, async saves (1 s stall, 30 s write), 3 s restarts."""
+    run = Scenario(
+        steps=300, step_s=0.5, interval=20, stall_s=1.0, write_s=30.0, restore_s=Dist(2.0), mode="inprocess",
+        fault_classes=(EXC,), layers={k: LayerParams(Dist(3.0)) for k in ("inprocess", "ft_launcher", "job")},
+        fault_schedule=((50, "exception"), (130, "exception")),
+    ).validate()  # fmt: skip
+    write_events(simulate(run, record=True), tmp_path / "events.jsonl")
+    return json.loads(json.dumps(build_report(tmp_path)[0]))
+
+
+def test_for_report_sizes_the_recommendation_for_the_configured_cluster(tmp_path: Path) -> None:
+    report = simulated_report(tmp_path)
+    rec = for_report(report, load_config(REPO / "project.yaml", env="prod"), trials=5, points=4)
+    assert (rec["nodes"], rec["gpus_per_node"], rec["steps"], rec["configured_interval_steps"]) == (8, 8, 5000, 500)
+    assert rec["node_mtbf_hours"] == pytest.approx(LLAMA3_NODE_MTBF_HOURS) and "Llama 3" in rec["node_mtbf_source"]
+    assert rec["from_run"] == {"step_s": pytest.approx(0.5), "stall_s": pytest.approx(1.0),
+                               "write_s": pytest.approx(30.0), "checkpoint_mode": "async"}  # fmt: skip
+    assert rec["interval_steps"] >= 60  # 30 s of write / 0.5 s steps: no shorter interval avoids back-pressure
+    assert rec["training_goodput_p50"] == max(m["training_goodput_p50"] for m in rec["by_mode"].values())
+
+
+def test_for_report_takes_a_configured_mtbf_per_node(tmp_path: Path) -> None:
+    cfg = config_from_dict({"observability": {"mtbf_hours": 0.5}, "train": {"steps": 20000}})  # 2 nodes by default
+    rec = for_report(simulated_report(tmp_path), cfg, trials=5, points=4)
+    assert rec["node_mtbf_hours"] == 1.0 and rec["cluster_mtbf_hours"] == pytest.approx(0.5)
+    # the run measured 3 s + 2 s in-process recoveries; ft_launcher and a new pod keep their published defaults
+    goodput = {m: v["training_goodput_p50"] for m, v in rec["by_mode"].items()}
+    assert goodput["inprocess"] >= goodput["ft-launcher"] > goodput["k8s-only"] == goodput["async-ckpt"]
+    assert rec["mode"] in ("inprocess", "inprocess-ft")
