@@ -117,6 +117,7 @@ class _Sim:
         self.after_save = False  # the state right after a persistent save (the fast-forward may start here)
         self.gen = {"restart": 0, "attempt": 0, "iteration": 0}
         self.used = dict.fromkeys(LAYERS, 0)  # restarts per layer since that layer's counter last reset
+        self.pod_failures = [0] * sc.nodes  # the job layer's count, per node index (backoffLimitPerIndex)
         self.spare_free_at = [0.0] * sc.spares
         self.next_fault = math.inf
         self.wf = dict.fromkeys(WATERFALL_KEYS, 0.0)
@@ -274,10 +275,11 @@ class _Sim:
         if cls is None:
             cls = int(self.rng_arrivals.choice(len(self.rates), p=self.probs))  # same faults across scenarios
         fc = sc.fault_classes[cls]
+        node = int(self.rng_arrivals.integers(sc.nodes))  # the node it hits
         self._emit(tf, "fault_injected", kind=fc.name, step=step, fault_rank=0, phase="step")
         self.write = None  # an in-flight save is abandoned
         chain = [x for x in LAYERS if x in sc.layers_on and x in fc.detection_s]
-        usable = [x for x in chain if sc.layers[x].budget is None or self.used[x] < sc.layers[x].budget]
+        usable = [x for x in chain if self._budget_left(x, node, ignored=fc.node_loss)]
         layer = usable[0] if usable else "resubmit"
         detection = fc.detection_s.get(layer if layer != "resubmit" else "job", 0.0)
         self.t = tf + detection
@@ -300,9 +302,12 @@ class _Sim:
         down_until = self.t
         if layer == "resubmit":  # a new job: every budget starts again
             self.used = dict.fromkeys(LAYERS, 0)
+            self.pod_failures = [0] * sc.nodes
         else:  # a new process resets in-process's count, a new pod ft_launcher's too
             self.used.update(dict.fromkeys(LAYERS[: LAYERS.index(layer)], 0))
             self.used[layer] += 1
+            if layer == "job" and not fc.node_loss:  # podFailurePolicy ignores a lost node (DisruptionTarget)
+                self.pod_failures[node] += 1
         keeps_memory = layer in ("inprocess", "ft_launcher") and not fc.node_loss
         if not keeps_memory:
             self.memory = 0
@@ -320,6 +325,13 @@ class _Sim:
         from_memory = restore_from > self.persist
         record.restore_s = self._start(startup, layer=layer, restore_from=restore_from, from_memory=from_memory)
         raise _Interrupted
+
+    def _budget_left(self, layer: str, node: int, *, ignored: bool) -> bool:
+        """Whether ``layer`` may restart once more (``ignored``: a lost node, which the Job does not count)."""
+        budget = self.sc.layers[layer].budget
+        if budget is None or (layer == "job" and ignored):
+            return True
+        return (self.pod_failures[node] if layer == "job" else self.used[layer]) < budget
 
     def _replacement_wait(self, tf: float) -> float:
         """A lost node: take a free spare (its own replacement arrives later), else wait for a new node."""

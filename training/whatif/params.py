@@ -123,8 +123,10 @@ class LayerParams:
     """One recovery layer: detection -> workers back in the loop (``restart``), and its restart budget.
 
     ``budget`` restarts (None = unlimited) before the next layer up takes over; in-process's counter resets when the
-    process is replaced, ft_launcher's when the pod is, the job's when the job is resubmitted. ``fail_p`` is the
-    chance that one restart attempt fails and escalates to the next layer.
+    process is replaced, ft_launcher's when the pod is. The job layer counts per node index, as the training Job's
+    ``backoffLimitPerIndex`` does (``charts/training_job.py``), and not a lost node (its ``podFailurePolicy``
+    ignores ``DisruptionTarget``); a spent job budget fails the Job, and it runs again after ``resubmit_s``.
+    ``fail_p`` is the chance that one restart attempt fails and escalates to the next layer.
     """
 
     restart: Dist

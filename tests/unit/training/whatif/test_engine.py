@@ -119,6 +119,19 @@ def test_spent_budgets_escalate_then_resubmit() -> None:
     assert t.wall_s == pytest.approx(37.0 - 3.0 + 100.0 + 5.0)  # resubmission and a new start-up instead of 3 s
 
 
+def test_the_job_budget_counts_per_node_and_not_lost_nodes() -> None:
+    three = ((5, "exception"), (12, "exception"), (18, "exception"))
+    one_node = simulate(scheduled("k8s-only", fault_schedule=three, layers=layers(budget=1), resubmit_s=100.0))
+    assert [f.layer for f in one_node.faults] == ["job", "resubmit", "job"]  # the 2nd failure of node 0 fails the Job
+    # 1,000 nodes: the three faults hit three different nodes (seeded), each within its own budget of one
+    many = simulate(scheduled("k8s-only", fault_schedule=three, layers=layers(budget=1), nodes=1000))
+    assert [f.layer for f in many.faults] == ["job", "job", "job"]
+    loss = FaultClass("node_loss", {"job": 0.0}, node_loss=True)
+    lost = ((5, "node_loss"), (12, "node_loss"))
+    ignored = simulate(scheduled("k8s-only", fault_classes=(loss,), fault_schedule=lost, layers=layers(budget=0)))
+    assert [f.layer for f in ignored.faults] == ["job", "job"]  # podFailurePolicy: DisruptionTarget -> Ignore
+
+
 def test_a_failed_attempt_escalates_to_the_next_layer() -> None:
     sc = scheduled("inprocess-ft", layers=layers(fail_p=1.0))  # every attempt fails while a layer above exists
     (f,) = simulate(sc).faults
