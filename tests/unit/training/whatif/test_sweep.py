@@ -27,11 +27,11 @@ def test_grid_spans_the_write_bound_to_the_run_and_holds_the_marks() -> None:
     assert {100, opt["young_interval_steps"], opt["daly_interval_steps"]} <= set(grid)
 
 
-def test_best_interval_takes_the_highest_median_then_the_highest_p5() -> None:
+def test_best_interval_takes_the_highest_mean_then_the_highest_p5() -> None:
     rows = [
-        {"interval_steps": 10, "training_goodput_p50": 0.80, "training_goodput_p5": 0.70},
-        {"interval_steps": 20, "training_goodput_p50": 0.85, "training_goodput_p5": 0.60},
-        {"interval_steps": 40, "training_goodput_p50": 0.85, "training_goodput_p5": 0.75},
+        {"interval_steps": 10, "training_goodput_mean": 0.80, "training_goodput_p5": 0.70},
+        {"interval_steps": 20, "training_goodput_mean": 0.85, "training_goodput_p5": 0.60},
+        {"interval_steps": 40, "training_goodput_mean": 0.85, "training_goodput_p5": 0.75},
     ]
     assert best_interval(rows) == 40
 
@@ -66,7 +66,7 @@ def test_recommend_picks_the_best_mode_and_its_interval() -> None:
     assert set(rec["by_mode"]) == {"sync-ckpt", "async-ckpt", "inprocess", "ft-launcher", "inprocess-ft", "k8s-only"}
     assert rec["mode"] == "inprocess"  # in-process recovers the exception fastest; inprocess-ft ties, listed later
     assert recommend(scheduled("inprocess-ft"), trials=1, points=5)["mode"] == "inprocess-ft"  # the tie: configured
-    assert rec["training_goodput_p50"] == max(m["training_goodput_p50"] for m in rec["by_mode"].values())
+    assert rec["training_goodput_mean"] == max(m["training_goodput_mean"] for m in rec["by_mode"].values())
     assert rec["by_mode"]["async-ckpt"] == rec["by_mode"]["k8s-only"]  # the same layers: simulated once
 
 
@@ -89,7 +89,7 @@ def test_for_report_sizes_the_recommendation_for_the_configured_cluster(tmp_path
     assert rec["from_run"] == {"step_s": pytest.approx(0.5), "stall_s": pytest.approx(1.0),
                                "write_s": pytest.approx(30.0), "checkpoint_mode": "async"}  # fmt: skip
     assert rec["interval_steps"] >= 60  # 30 s of write / 0.5 s steps: no shorter interval avoids back-pressure
-    assert rec["training_goodput_p50"] == max(m["training_goodput_p50"] for m in rec["by_mode"].values())
+    assert rec["training_goodput_mean"] == max(m["training_goodput_mean"] for m in rec["by_mode"].values())
 
 
 def test_for_report_takes_a_configured_mtbf_per_node(tmp_path: Path) -> None:
@@ -97,6 +97,6 @@ def test_for_report_takes_a_configured_mtbf_per_node(tmp_path: Path) -> None:
     rec = for_report(simulated_report(tmp_path), cfg, trials=5, points=4)
     assert rec["node_mtbf_hours"] == 1.0 and rec["cluster_mtbf_hours"] == pytest.approx(0.5)
     # the run measured 3 s + 2 s in-process recoveries; ft_launcher and a new pod keep their published defaults
-    goodput = {m: v["training_goodput_p50"] for m, v in rec["by_mode"].items()}
+    goodput = {m: v["training_goodput_mean"] for m, v in rec["by_mode"].items()}
     assert goodput["inprocess"] >= goodput["ft-launcher"] > goodput["k8s-only"] == goodput["async-ckpt"]
     assert rec["mode"] in ("inprocess", "inprocess-ft")
