@@ -17,7 +17,7 @@ from typing import Any
 
 from platform_config import ConfigError, RecoveryMode, load_config
 from training.whatif import calibrate, inputs, outputs
-from training.whatif.engine import run_trials, simulate
+from training.whatif.engine import GIVE_UP_FACTOR, run_trials, simulate
 from training.whatif.interval import optimum
 from training.whatif.params import CHECKPOINT_MODES, LAYERS, Scenario, ScenarioError
 from training.whatif.sweep import DEFAULT_POINTS, best_interval, compare_modes, interval_grid, sweep
@@ -152,6 +152,9 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[Scenario, list[str]]:
 def run(sc: Scenario, *, sweep_points: int, sweep_trials: int | None, modes: bool, notes: list[str]) -> dict[str, Any]:
     """Every figure of ``whatif.json`` for ``sc``."""
     summary = run_trials(sc)
+    if summary.unfinished:
+        notes = [*notes, f"{summary.unfinished} of {sc.trials} trials gave up at {GIVE_UP_FACTOR:g} x the compute time "
+                 "(goodput below 5%): their figures are those so far"]  # fmt: skip
     opt = optimum(sc)
     rows, best = None, None
     if sweep_points > 0:

@@ -29,6 +29,11 @@ DOWN_KEYS = (*(f"down_{layer}" for layer in LAYERS), "down_resubmit")
 WATERFALL_KEYS = ("productive", "stall", "back_pressure", "rework", "restore", *DOWN_KEYS, "startup")
 #: Largest event log ``record=True`` will build (one line per step execution).
 MAX_RECORDED_STEPS = 200_000
+#: A trial gives up when its wall time passes this many times the run's compute (training goodput below 5%)
+#: after at least GIVE_UP_MIN_FAULTS faults: without checkpoints, or with faults faster than the work between
+#: them, a job may never finish.
+GIVE_UP_FACTOR = 20.0
+GIVE_UP_MIN_FAULTS = 20
 
 
 @dataclass
@@ -57,6 +62,7 @@ class Trial:
     faults: list[FaultRecord] = field(default_factory=list)
     saves: int = 0
     events: list[dict[str, Any]] | None = None
+    finished: bool = True  # False: gave up at GIVE_UP_FACTOR x the compute; the figures are those so far
 
     @property
     def productive_s(self) -> float:
@@ -123,6 +129,8 @@ class _Sim:
         self.wf = dict.fromkeys(WATERFALL_KEYS, 0.0)
         self.faults: list[FaultRecord] = []
         self.saves = 0
+        self.pending: tuple[float, str, int, FaultRecord] | None = None  # a restart to start: startup, layer, ...
+        self.give_up_at = GIVE_UP_FACTOR * sc.steps * self.step_s + sc.startup
 
     # ------------------------------------------------------------------ driver
     def run(self) -> Trial:
@@ -131,8 +139,19 @@ class _Sim:
         self._emit(0.0, "launch", rank=-1, layer="job", launcher="whatif", nproc=gpus, mode=sc.mode)
         initial = sc.startup
         self._start(initial, layer=None, restore_from=0)
+        finished = True
         while True:
             try:
+                if self.t >= self.give_up_at and len(self.faults) >= GIVE_UP_MIN_FAULTS:
+                    finished = False
+                    break
+                if self.pending is not None:  # new workers after a fault: start-up, start, restore
+                    startup, layer, restore_from, record = self.pending
+                    self.pending = None
+                    from_memory = restore_from > self.persist
+                    record.restore_s = self._start(
+                        startup, layer=layer, restore_from=restore_from, from_memory=from_memory
+                    )
                 if self.done >= sc.steps:
                     if self.write is not None:  # close(): wait for the last background write
                         self._busy(self.write[0] - self.t, "back_pressure")
@@ -151,11 +170,11 @@ class _Sim:
                     self.memory = boundary
             except _Interrupted:
                 continue
-        self._emit(self.t, "exit", reason="done", code=0, step=sc.steps)
-        self.wf["productive"] = sc.steps * self.step_s
+        self._emit(self.t, "exit", reason="done" if finished else "gave_up", code=0 if finished else 1, step=self.done)
+        self.wf["productive"] = self.done * self.step_s  # the kept steps: all of them unless the trial gave up
         if self.events is not None:
             self.events.sort(key=lambda e: e["ts"])  # stable: equal times keep the order they happened in
-        return Trial(self.t, dict(self.wf), initial, self.faults, self.saves, self.events)
+        return Trial(self.t, dict(self.wf), initial, self.faults, self.saves, self.events, finished)
 
     def _next_boundary(self) -> int:
         sc, d = self.sc, self.done
@@ -270,7 +289,8 @@ class _Sim:
 
     # ------------------------------------------------------------------ faults and recovery
     def _fault(self, cls: int | None, *, step: int, partial: float) -> None:
-        """Handle a fault at ``self.t``: detect, restart (escalating), restore; then raise :class:`_Interrupted`."""
+        """Handle a fault at ``self.t``: detect and restart (escalating), leave the new workers' start and restore
+        to the driver (:attr:`pending`), and raise :class:`_Interrupted`."""
         sc, tf = self.sc, self.t
         if cls is None:
             cls = int(self.rng_arrivals.choice(len(self.rates), p=self.probs))  # same faults across scenarios
@@ -322,8 +342,7 @@ class _Sim:
             tf, fc.name, step, layer, tried, detection, down_until + startup - tf, 0.0, restore_from, lost
         )
         self.faults.append(record)
-        from_memory = restore_from > self.persist
-        record.restore_s = self._start(startup, layer=layer, restore_from=restore_from, from_memory=from_memory)
+        self.pending = (startup, layer, restore_from, record)
         raise _Interrupted
 
     def _budget_left(self, layer: str, node: int, *, ignored: bool) -> bool:
@@ -435,6 +454,11 @@ class Summary:
         """Mean seconds per component; they sum to the mean wall time."""
         return {k: float(np.mean([t.waterfall[k] for t in self.trials])) for k in WATERFALL_KEYS}
 
+    @property
+    def unfinished(self) -> int:
+        """Trials that gave up (see :data:`GIVE_UP_FACTOR`)."""
+        return sum(not t.finished for t in self.trials)
+
     def recovered_by(self) -> dict[str, int]:
         return dict(sorted(Counter(f.layer for t in self.trials for f in t.faults).items()))
 
@@ -447,6 +471,7 @@ class Summary:
             "lost_gpu_hours": self.lost_gpu_hours,
             "faults_per_run": self.faults,
             "recovered_by": self.recovered_by(),
+            "unfinished_trials": self.unfinished,
             "waterfall_s": self.waterfall_s,
         }
 

@@ -159,7 +159,7 @@ def test_the_memory_tier_serves_process_restarts_but_not_a_lost_node() -> None:
 # --------------------------------------------------------------------------------- random faults
 def stochastic(mode: str, seed: int, **kw: object) -> Scenario:
     base = dict(steps=400, step_s=0.5, interval=40, stall_s=1.0, first_stall_s=4.0, write_s=30.0, startup_s=20.0,
-                nodes=4, node_mtbf_hours=0.05, mode=mode, seed=seed, restore_s=Dist(5.0, 9.0), spares=1,
+                nodes=4, node_mtbf_hours=0.2, mode=mode, seed=seed, restore_s=Dist(5.0, 9.0), spares=1,
                 layers=layers(budget=2, fail_p=0.2), fault_schedule=((100, "exception"), (101, "hang")),
                 resubmit_s=100.0)  # fmt: skip
     return Scenario(**(base | kw)).validate()  # type: ignore[arg-type]
@@ -174,7 +174,7 @@ def test_the_engine_agrees_with_the_reports_analysis(mode: str, ckpt: str, memor
     for seed in range(3):
         trial = simulate(stochastic(mode, seed, checkpoint_mode=ckpt, memory_interval=memory, memory_stall_s=0.3,
                                     memory_restore_s=1.0), record=True)  # fmt: skip
-        assert trial.events is not None and len(trial.faults) >= 2
+        assert trial.events is not None and len(trial.faults) >= 2 and trial.finished
         a = analyze(trial.events)
         assert a.wall_s == pytest.approx(trial.wall_s, abs=1e-6)
         assert a.training_goodput == pytest.approx(trial.training_goodput, abs=1e-6)
@@ -223,6 +223,17 @@ def test_summary_percentiles_and_lost_gpu_hours() -> None:
     assert s.lost_gpu_hours["p50"] == pytest.approx((37 - 20) * 16 / 3600)
     assert s.recovered_by() == {"inprocess": 3}
     assert sum(s.waterfall_s.values()) == pytest.approx(37.0)
+
+
+def test_a_job_that_cannot_finish_gives_up() -> None:
+    # no checkpoint and a fault every ~90 s of work in a 10,000 s run: every fault starts it over
+    sc = stochastic("inprocess", 0, steps=20000, interval=0, fault_schedule=(), node_mtbf_hours=0.1)
+    t = simulate(sc, record=True)
+    assert not t.finished and t.wall_s >= 20 * 20000 * 0.5 and len(t.faults) >= 20
+    assert t.training_goodput < 0.05
+    assert sum(t.waterfall.values()) == pytest.approx(t.wall_s)
+    assert t.events is not None and t.events[-1]["reason"] == "gave_up"
+    assert run_trials(sc, trials=2).unfinished == 2
 
 
 def test_recording_refuses_huge_runs() -> None:
