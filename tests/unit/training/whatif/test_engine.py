@@ -4,6 +4,7 @@ report's own goodput math (``training.telemetry.goodput.analyze``) on the event 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import pytest
 
@@ -160,7 +161,7 @@ def test_the_memory_tier_serves_process_restarts_but_not_a_lost_node() -> None:
 def stochastic(mode: str, seed: int, **kw: object) -> Scenario:
     base = dict(steps=400, step_s=0.5, interval=40, stall_s=1.0, first_stall_s=4.0, write_s=30.0, startup_s=20.0,
                 nodes=4, node_mtbf_hours=0.2, mode=mode, seed=seed, restore_s=Dist(5.0, 9.0), spares=1,
-                layers=layers(budget=2, fail_p=0.2), fault_schedule=((100, "exception"), (101, "hang")),
+                layers=layers(budget=1, fail_p=0.5), fault_schedule=((100, "exception"), (101, "hang")),
                 resubmit_s=100.0)  # fmt: skip
     return Scenario(**(base | kw)).validate()  # type: ignore[arg-type]
 
@@ -185,6 +186,15 @@ def test_the_engine_agrees_with_the_reports_analysis(mode: str, ckpt: str, memor
             assert theirs.detection_s == pytest.approx(mine.detection_s, abs=1e-6)
             assert theirs.layer == ("job" if mine.layer == "resubmit" else mine.layer)
             assert theirs.restored_step == mine.rolled_back_to
+
+
+def test_the_cross_check_covers_escalation_and_resubmission() -> None:
+    tried = Counter()
+    for mode, ckpt, memory, seed in itertools.product(MODES, ("async", "sync"), (0, 10), range(3)):
+        sc = stochastic(mode, seed, checkpoint_mode=ckpt, memory_interval=memory, memory_stall_s=0.3)
+        tried.update(tuple(f.layers_tried) for f in simulate(sc).faults)
+    assert tried[("inprocess", "ft_launcher")] and tried[("inprocess", "job")] and tried[("ft_launcher", "job")]
+    assert tried[("resubmit",)] and tried[("job",)] > tried[("inprocess",)]  # node losses dominate the default mix
 
 
 def test_recovery_time_as_the_report_measures_it() -> None:
