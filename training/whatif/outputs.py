@@ -132,6 +132,7 @@ def plot(r: dict[str, Any], path: str | os.PathLike[str]) -> None:
     if r["sweep"]:
         xs = [p["interval_steps"] for p in r["sweep"]]
         ax.plot(xs, [100 * p["training_goodput_p50"] for p in r["sweep"]], "o-", color="black", label="p50")
+        ax.plot(xs, [100 * p["training_goodput_mean"] for p in r["sweep"]], ":", color="tab:red", label="mean")
         lo = [100 * p["training_goodput_p5"] for p in r["sweep"]]
         hi = [100 * p["training_goodput_p95"] for p in r["sweep"]]
         ax.fill_between(xs, lo, hi, color="grey", alpha=0.3, label="p5-p95")
