@@ -30,7 +30,8 @@ Z95 = 1.6448536269514722
 LLAMA3_NODE_MTBF_HOURS = 2048 * 54 * 24 / 419
 #: torch's default NCCL watchdog timeout: the only hang detector when no NVRx layer runs.
 NCCL_WATCHDOG_S = 600.0
-#: Kubernetes marks an unreachable node NotReady after node-monitor-grace-period (40 s before 1.32, 50 s since).
+#: Kubernetes marks an unreachable node NotReady after node-monitor-grace-period: 50 s by default in current
+#: releases, 40 s in older ones (kubernetes/kubernetes#127352).
 NOT_READY_S = 50.0
 
 
