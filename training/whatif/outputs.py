@@ -85,7 +85,8 @@ def format_table(r: dict[str, Any]) -> str:
         "  wall time (mean): " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in r["waterfall_fraction"].items() if v > 0),
         "",
         f"  interval: Young {r['young_interval_steps']}, Daly {r['daly_interval_steps']}, "
-        f"best simulated {r['best_interval_steps']} steps (>= {r['min_interval_steps']}: the write time)",
+        + (f"best simulated {r['best_interval_steps']}" if r["best_interval_steps"] else "not swept")
+        + f" (steps; >= {r['min_interval_steps']}: the write time)",
     ]
     if r["modes"]:
         out += ["", f"  {'mode':<14}{'goodput p50':>12}{'at Daly':>10}{'Daly steps':>12}"]

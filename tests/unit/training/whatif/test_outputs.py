@@ -40,6 +40,8 @@ def test_table() -> None:
     assert "training goodput            54.1%    54.1%    54.1%" in text  # 20 / 37
     assert "rework 10.8%" in text  # 4 / 37
     assert "inprocess" in text and "note: a note" in text
+    assert "Daly 20, best simulated 10 (steps; >= 2: the write time)" in text
+    assert "Daly 20, not swept (steps" in format_table({**result(), "best_interval_steps": None})
 
 
 def test_plot_is_a_png(tmp_path: Path) -> None:
