@@ -9,32 +9,20 @@ With checkpoint cost ``δ`` (seconds the training loop loses per checkpoint) and
 ``τ`` is compute time between checkpoints; :func:`advise` also expresses it in optimizer steps. ``δ`` is the
 stall for asynchronous checkpoints (the loop continues while the write runs) and the write time for synchronous
 ones. ``M`` is ``observability.mtbf_hours`` when configured, else the run's wall time divided by its failures.
+The two formulas live in :mod:`training.whatif.interval`, shared with the goodput planner.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from training.telemetry.goodput import RunAnalysis
+from training.whatif.interval import daly_interval, require_positive, young_interval
 
-
-def young_interval(delta_s: float, mtbf_s: float) -> float:
-    """Young's first-order optimum ``sqrt(2·δ·M)``."""
-    _check(delta_s, mtbf_s)
-    return math.sqrt(2.0 * delta_s * mtbf_s)
-
-
-def daly_interval(delta_s: float, mtbf_s: float) -> float:
-    """Daly's higher-order optimum; ``M`` itself when ``δ >= 2M``."""
-    _check(delta_s, mtbf_s)
-    if delta_s >= 2.0 * mtbf_s:
-        return mtbf_s
-    x = delta_s / (2.0 * mtbf_s)
-    return math.sqrt(2.0 * delta_s * mtbf_s) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - delta_s
+__all__ = ["Advice", "advise", "advise_for_run", "daly_interval", "expected_waste_fraction", "young_interval"]
 
 
 def expected_waste_fraction(interval_s: float, delta_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
@@ -42,7 +30,7 @@ def expected_waste_fraction(interval_s: float, delta_s: float, mtbf_s: float, re
 
     Minimised by Young's interval; an estimate for comparing intervals, not a prediction.
     """
-    _check(delta_s, mtbf_s)
+    require_positive(delta_s, mtbf_s)
     if interval_s <= 0:
         raise ValueError("interval_s must be positive")
     return delta_s / interval_s + interval_s / (2.0 * mtbf_s) + restart_s / mtbf_s
@@ -167,8 +155,3 @@ def advise_for_run(
         checkpoint_cost_source=cost_src,
         mtbf_source=mtbf_src,
     )
-
-
-def _check(delta_s: float, mtbf_s: float) -> None:
-    if delta_s <= 0 or mtbf_s <= 0:
-        raise ValueError(f"checkpoint cost and MTBF must be positive, got δ={delta_s} M={mtbf_s}")

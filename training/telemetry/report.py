@@ -2,6 +2,7 @@
 
 Reads ``RUN_DIR/events.jsonl`` (all ranks, all restarts) and writes ``RUN_DIR/report.json``,
 ``RUN_DIR/timeline.png`` and ``RUN_DIR/recovery_hist.png``, then prints a table. Definitions: ``docs/goodput.md``.
+The goodput planner (``training.whatif``) adds a recovery mode and interval for the ``--plan-env`` cluster.
 Exit status: 0 with a report (warnings are printed), 2 when there is no event log.
 """
 
@@ -16,12 +17,15 @@ from typing import Any
 from platform_config import ConfigError, ProjectConfig, load_config
 from training.telemetry.goodput import RunAnalysis, analyze, load_events
 from training.telemetry.interval_advisor import advise_for_run
+from training.whatif.sweep import for_report
 
 REPORT_FILE = "report.json"
 TIMELINE_FILE = "timeline.png"
 RECOVERY_HIST_FILE = "recovery_hist.png"
 #: Resolved configurations a run may carry; the first that exists wins over --config.
 RUN_CONFIG_FILES = ("config.json", "resolved_config.json")
+#: The environment whose cluster the planner sizes its recommendation for.
+PLAN_ENV = "prod"
 
 
 def build_report(run_dir: Path, cfg: ProjectConfig | None = None) -> tuple[dict[str, Any], RunAnalysis]:
@@ -39,6 +43,14 @@ def build_report(run_dir: Path, cfg: ProjectConfig | None = None) -> tuple[dict[
     report = {"run_dir": str(run_dir), **a.to_json(), "advice": advice.to_json()}
     report["events"].update({"torn_lines": loaded.torn_lines, "malformed_lines": loaded.malformed})
     return report, a
+
+
+def plan(report: dict[str, Any], config: str | None, env: str) -> dict[str, Any]:
+    """The planner's mode and interval for ``env``'s cluster with this run's times; ``reason`` when it cannot."""
+    try:
+        return {"env": env, **for_report(report, load_config(config, env=env))}
+    except (ConfigError, ValueError) as exc:
+        return {"env": env, "reason": str(exc)}
 
 
 def format_table(r: dict[str, Any]) -> str:
@@ -117,6 +129,8 @@ def format_table(r: dict[str, Any]) -> str:
                 f"  expected waste (first order): now {_pct(ad['expected_waste_current'])}, "
                 f"suggested {_pct(ad['expected_waste_suggested'])}"
             )
+    if "whatif" in r:
+        out += ["", *_plan_lines(r["whatif"])]
     if r["warnings"]:
         out += ["", "Warnings"] + [f"  - {w}" for w in r["warnings"]]
     return "\n".join(out)
@@ -136,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", help="project.yaml (default: the run's config.json if present, else project.yaml)")
     p.add_argument("--env", help="environment of the configuration (default: $PROJECT_ENV or default)")
     p.add_argument("--no-plots", action="store_true", help="skip timeline.png and recovery_hist.png")
+    p.add_argument("--plan-env", default=PLAN_ENV, help=f"cluster the planner sizes for (default {PLAN_ENV})")
+    p.add_argument("--no-plan", action="store_true", help="skip the planner's recommendation")
     args = p.parse_args(argv)
     cfg, cfg_warning = _load_cfg(args.run_dir, args.config, args.env)
     try:
@@ -145,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if cfg_warning:
         report["warnings"].append(cfg_warning)
+    if not args.no_plan:
+        report["whatif"] = plan(report, args.config, args.plan_env)
     if not args.no_plots:
         from training.telemetry.plots import plot_recovery_hist, plot_timeline
 
@@ -157,6 +175,22 @@ def main(argv: list[str] | None = None) -> int:
         f"\nwrote {args.run_dir / REPORT_FILE}" + ("" if args.no_plots else f", {TIMELINE_FILE}, {RECOVERY_HIST_FILE}")
     )
     return 0
+
+
+def _plan_lines(w: dict[str, Any]) -> list[str]:
+    head = f"Planner (python -m training.whatif) for environment {w['env']}"
+    if "reason" in w:
+        return [head, f"  not computed: {w['reason']}"]
+    modes = ", ".join(f"{m} {_pct(v['training_goodput_p50'])} @ {v['interval_steps']}" for m, v in w["by_mode"].items())
+    return [
+        f"{head}: {w['nodes']} x {w['gpus_per_node']} GPUs, {w['steps']} steps, this run's step, checkpoint and "
+        "restart times",
+        f"  recommended: {w['mode']}, a checkpoint every {w['interval_steps']} steps (configured "
+        f"{w['configured_interval_steps']}): training goodput p50 {_pct(w['training_goodput_p50'])}, "
+        f"infrastructure {_pct(w['infrastructure_goodput_p50'])}",
+        f"  by mode: {modes}",
+        f"  node MTBF {w['node_mtbf_hours']:.0f} h [{w['node_mtbf_source']}]; {w['trials']} trials per point",
+    ]
 
 
 def _grid(header: list[str], rows: list[list[str]]) -> list[str]:

@@ -72,3 +72,23 @@ def test_configured_mtbf_reaches_the_advice(tmp_path: Path) -> None:
     advice = json.loads((tmp_path / "run" / "report.json").read_text())["advice"]
     assert advice["mtbf_s"] == 7200.0 and "configured" in advice["mtbf_source"]
     assert advice["current_interval_steps"] == 3  # one commit in the run: the configured interval
+
+
+def test_the_planner_recommends_for_the_prod_cluster(tmp_path: Path, capsys) -> None:
+    _write(tmp_path, scenario_d())
+    assert main([str(tmp_path), "--no-plots"]) == 0
+    w = json.loads((tmp_path / "report.json").read_text())["whatif"]
+    assert (w["env"], w["nodes"], w["gpus_per_node"], w["steps"]) == ("prod", 8, 8, 5000)  # project.yaml's prod
+    assert w["from_run"] == {"step_s": 1.0, "stall_s": 0.0, "write_s": 0.5, "checkpoint_mode": "sync"}  # this run
+    assert w["training_goodput_p50"] == w["by_mode"][w["mode"]]["training_goodput_p50"]
+    assert "Planner (python -m training.whatif) for environment prod: 8 x 8 GPUs, 5000 steps" in capsys.readouterr().out
+
+
+def test_the_planner_says_why_it_cannot_and_can_be_skipped(tmp_path: Path, capsys) -> None:
+    _write(tmp_path, scenario_d())
+    assert main([str(tmp_path), "--no-plots", "--plan-env", "nope"]) == 0
+    w = json.loads((tmp_path / "report.json").read_text())["whatif"]
+    assert w["env"] == "nope" and "environment 'nope' is not defined" in w["reason"]
+    assert "  not computed: " in capsys.readouterr().out
+    assert main([str(tmp_path), "--no-plots", "--no-plan"]) == 0
+    assert "whatif" not in json.loads((tmp_path / "report.json").read_text())

@@ -1,0 +1,190 @@
+"""``python -m training.whatif``: predict goodput for a cluster size, failure rate, recovery mode and checkpoint
+interval; sweep the interval (Young / Daly marked) and compare the recovery modes.
+
+Inputs, later ones winning: the defaults (documented in :mod:`training.whatif.params`), ``--config``/``--env``
+(``project.yaml``), ``--from-report`` (a run's ``report.json``), ``--scenario FILE.yaml``, then the flags below.
+Writes ``--json`` (default ``whatif.json``) and the plot next to it (``whatif.png``), prints a table.
+Exit status: 0, or 2 with a message naming the flag when an input is not usable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from platform_config import ConfigError, RecoveryMode, load_config
+from training.whatif import calibrate, inputs, outputs
+from training.whatif.engine import GIVE_UP_FACTOR, run_trials, simulate
+from training.whatif.interval import optimum
+from training.whatif.params import CHECKPOINT_MODES, LAYERS, Scenario, ScenarioError
+from training.whatif.sweep import DEFAULT_POINTS, best_interval, compare_modes, interval_grid, sweep
+
+#: Scenario fields set by a plain flag of the same name (``--step-s`` -> ``step_s``) and their types.
+SIMPLE_FLAGS: dict[str, type] = {
+    "steps": int,
+    "step_s": float,
+    "interval": int,
+    "stall_s": float,
+    "first_stall_s": float,
+    "write_s": float,
+    "checkpoint_gb": float,
+    "model_params_b": float,
+    "bytes_per_param": float,
+    "fsx_capacity_gib": int,
+    "fsx_mbps_per_tib": float,
+    "node_mbps": float,
+    "verify_s": float,
+    "reinit_s": float,
+    "memory_interval": int,
+    "memory_stall_s": float,
+    "memory_restore_s": float,
+    "startup_s": float,
+    "startup_per_node_s": float,
+    "nodes": int,
+    "gpus_per_node": int,
+    "node_mtbf_hours": float,
+    "spares": int,
+    "node_replace_s": float,
+    "resubmit_s": float,
+    "trials": int,
+    "seed": int,
+}
+_DOC = {f.name: f for f in fields(Scenario)}
+#: Scenario fields whose flag is not their own name.
+FIELD_FLAGS = {"fault_schedule": "--faults", "layers": "--restart-s / --budget"}
+
+
+def flag(name: str) -> str:
+    """The flag that sets Scenario field ``name``."""
+    return FIELD_FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m training.whatif",
+        description=__doc__.split("\n\n")[0],
+    )
+    src = p.add_argument_group("where the inputs come from")
+    src.add_argument("--config", help="project.yaml to take the cluster from (nodes, GPUs, mode, steps, interval)")
+    src.add_argument("--env", help="environment of --config (e.g. prod)")
+    src.add_argument("--from-report", metavar="PATH", help="a run's report.json: step, checkpoint and restart times")
+    src.add_argument(
+        "--report-faults", action="store_true", help="with --from-report: also the run's fault mix and rate"
+    )
+    src.add_argument("--report-nodes", type=int, default=1, help="nodes of the --from-report run (default 1)")
+    src.add_argument(
+        "--scenario", metavar="FILE", help="a YAML file of scenario fields (see training/whatif/inputs.py)"
+    )
+    run = p.add_argument_group("the scenario (unset = as above, else the documented default)")
+    for name, kind in SIMPLE_FLAGS.items():
+        default = _DOC[name].default
+        run.add_argument(flag(name), type=kind, default=None, metavar=name.split("_")[-1].upper(),
+                         help=f"default {default}" if default is not None else "default: unset")  # fmt: skip
+    run.add_argument(
+        "--step-s-by-nodes", metavar="N:S,...", help="measured step times by node count, e.g. 2:0.45,8:0.5"
+    )
+    run.add_argument("--checkpoint-mode", choices=CHECKPOINT_MODES, help="default: the recovery mode's")
+    run.add_argument("--mode", choices=[m.value for m in RecoveryMode], help="recovery mode (which layers are on)")
+    run.add_argument("--restore-s", metavar="P50[,P95]", help="read + verify + re-initialise, seconds")
+    run.add_argument("--restart-s", action="append", default=[], metavar="LAYER=P50[,P95]",
+                     help=f"a layer's detection -> back in the loop; LAYER in {', '.join(LAYERS)}")  # fmt: skip
+    run.add_argument("--budget", action="append", default=[], metavar="LAYER=N", help="a layer's restart budget")
+    run.add_argument("--faults", metavar="CLASS@STEP,...", help="a fixed fault schedule, e.g. exception@62,hang@574")
+    out = p.add_argument_group("outputs")
+    out.add_argument(
+        "--json", default="whatif.json", help="the results; the plot goes next to it (default whatif.json)"
+    )
+    out.add_argument("--no-plot", action="store_true", help="skip the .png")
+    out.add_argument("--events", metavar="PATH", help="write trial 0's coalesced events.jsonl (small runs only)")
+    out.add_argument("--sweep-points", type=int, default=DEFAULT_POINTS,
+                     help=f"interval sweep points, 0 = no sweep (default {DEFAULT_POINTS})")  # fmt: skip
+    out.add_argument("--sweep-trials", type=int, help="trials per sweep point and per mode (default: --trials)")
+    out.add_argument("--no-modes", action="store_true", help="skip the comparison of recovery modes")
+    return p
+
+
+def scenario_from_args(args: argparse.Namespace) -> tuple[Scenario, list[str]]:
+    """Resolve the scenario in precedence order; errors name the flag (or the scenario file) that set the value."""
+    notes: list[str] = []
+    sc = inputs.from_config(load_config(args.config, env=args.env)) if args.config or args.env else Scenario()
+    if args.from_report:
+        cal = calibrate.calibrate(calibrate.load_report(args.from_report), sc)
+        sc = cal.apply(sc, faults=args.report_faults, report_nodes=args.report_nodes)
+        notes += [f"from report: {n}" for n in cal.notes]
+    from_file: set[str] = set()
+    if args.scenario:
+        mapping = inputs.load_mapping(args.scenario)
+        sc = inputs.apply_mapping(sc, mapping, f"--scenario {args.scenario}")
+        from_file = set(mapping)
+    changes: dict[str, Any] = {k: getattr(args, k) for k in SIMPLE_FLAGS if getattr(args, k) is not None}
+    if changes.get("step_s") is not None:
+        changes["step_s_by_nodes"] = None
+    if args.step_s_by_nodes:
+        changes["step_s_by_nodes"] = inputs.parse_by_nodes(args.step_s_by_nodes)
+    if args.checkpoint_mode:
+        changes["checkpoint_mode"] = args.checkpoint_mode
+    if args.mode:
+        changes["mode"] = args.mode
+    if args.restore_s:
+        changes["restore_s"] = inputs.parse_dist(args.restore_s, "--restore-s")
+    if args.faults:
+        changes["fault_schedule"] = inputs.parse_schedule(args.faults)
+    layers = dict(sc.layers)
+    for layer, text in inputs.parse_layer_values(args.restart_s, "--restart-s").items():
+        layers[layer] = replace(layers[layer], restart=inputs.parse_dist(text, f"--restart-s {layer}"))
+    for layer, text in inputs.parse_layer_values(args.budget, "--budget").items():
+        if not text.isdigit():
+            raise ScenarioError(f"--budget {layer}: expected a whole number of restarts (got {text!r})")
+        layers[layer] = replace(layers[layer], budget=int(text))
+    try:
+        return replace(sc, **changes, layers=layers).validate(), notes
+    except ScenarioError as exc:
+        name, sep, rest = str(exc).partition(":")
+        if name not in _DOC:
+            raise
+        where = f"--scenario {args.scenario}: {name}" if name in from_file and name not in changes else flag(name)
+        raise ScenarioError(f"{where}{sep}{rest}") from None
+
+
+def run(sc: Scenario, *, sweep_points: int, sweep_trials: int | None, modes: bool, notes: list[str]) -> dict[str, Any]:
+    """Every figure of ``whatif.json`` for ``sc``."""
+    summary = run_trials(sc)
+    if summary.unfinished:
+        notes = [*notes, f"{summary.unfinished} of {sc.trials} trials gave up at {GIVE_UP_FACTOR:g} x the compute time "
+                 "(goodput below 5%): their figures are those so far"]  # fmt: skip
+    opt = optimum(sc)
+    rows, best = None, None
+    if sweep_points > 0:
+        rows = sweep(sc, interval_grid(sc, sweep_points), sweep_trials)
+        best = best_interval(rows)
+    mode_rows = compare_modes(sc, sweep_trials) if modes else None
+    return outputs.result_json(
+        sc.to_json(), summary, opt, sweep=rows, best_interval_steps=best, modes=mode_rows, notes=notes
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        sc, notes = scenario_from_args(args)
+        if args.events:
+            outputs.write_events(simulate(sc, 0, record=True), args.events)
+    except (ScenarioError, ConfigError, ValueError) as exc:
+        print(f"whatif: {exc}", file=sys.stderr)
+        return 2
+    result = run(sc, sweep_points=args.sweep_points, sweep_trials=args.sweep_trials, modes=not args.no_modes,
+                 notes=notes)  # fmt: skip
+    out = Path(args.json)
+    outputs.write_json(result, out)
+    written = [str(out)]
+    if not args.no_plot:
+        outputs.plot(result, out.with_suffix(".png"))
+        written.append(str(out.with_suffix(".png")))
+    if args.events:
+        written.append(args.events)
+    print(outputs.format_table(result))
+    print(f"\nwrote {', '.join(written)}")
+    return 0
