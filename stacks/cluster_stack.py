@@ -62,7 +62,12 @@ class ClusterStack(Stack):
         self.observability = Observability(
             self,
             "Observability",
-            ObservabilityProps(cfg=cfg, cluster=cluster, depends_on=[self.system_nodes.nodegroup]),
+            ObservabilityProps(
+                cfg=cfg,
+                cluster=cluster,
+                depends_on=[self.system_nodes.nodegroup],
+                addon_version=cfg.cluster.addon_versions["amazon-cloudwatch-observability"],
+            ),
         )
 
         CfnOutput(self, "ClusterName", value=cluster.cluster_name, description="EKS cluster name")
