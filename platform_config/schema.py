@@ -346,6 +346,11 @@ class GpuNodesConfig(_Strict):
                 "need min_nodes <= node_count <= max_nodes, got "
                 f"{self.min_nodes} <= {self.node_count} <= {self.max_nodes}"
             )
+        if self.capacity.type is CapacityType.CAPACITY_BLOCK and self.min_nodes != 0:
+            raise ValueError(
+                f"min_nodes must be 0 with a Capacity Block (got {self.min_nodes}): instances cannot launch before "
+                "the block starts, and the group scales to 0 before it ends"
+            )
         return self
 
 

@@ -142,6 +142,12 @@ def test_capacity_block_needs_its_window() -> None:
     )
 
 
+def test_capacity_block_group_starts_empty() -> None:
+    window = {**BLOCK, "start": "2027-01-04T11:30:00Z", "end": "2027-01-18T11:30:00Z"}
+    message = _error({"gpu_nodes": {"min_nodes": 1, "capacity": window}})
+    assert "- gpu_nodes: min_nodes must be 0 with a Capacity Block (got 1)" in message
+
+
 def test_capacity_block_scale_in_time_and_placement_group() -> None:
     cap = config_from_dict(
         {"gpu_nodes": {"capacity": {**BLOCK, "start": "2027-01-04T11:30:00Z", "end": "2027-01-18T11:30:00Z"}}}

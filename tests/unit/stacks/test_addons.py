@@ -46,11 +46,11 @@ def test_cni_before_nodes_and_coredns_after(default_env: Synthesized) -> None:
     tpl = default_env.template_json(default_env.platform.cluster)
     addons = addons_by_name(default_env)
     ((ng_id, ng),) = resources(tpl, "AWS::EKS::Nodegroup").items()
-    ((_, asg),) = resources(tpl, "AWS::AutoScaling::AutoScalingGroup").items()
     for name in ("vpc-cni", "kube-proxy"):
         assert addons[name][0] in ng["DependsOn"]
-        assert addons[name][0] in asg["DependsOn"]
     assert ng_id in addons["coredns"][1]["DependsOn"]
+    # the GPU group lives in its own stack, deployed after the whole cluster stack (add-ons included)
+    assert default_env.platform.cluster in default_env.platform.gpu.dependencies
 
 
 def test_addon_conflicts_overwrite(default_env: Synthesized) -> None:
