@@ -51,6 +51,10 @@ submit: setup
 check-image: setup
 	PIP_CONFIG_FILE=/dev/null python -m scripts.check_image --env $(ENV)
 
+# Checks of the deployed platform before a training run (docs/deploy.md); skips cleanly without AWS or a cluster.
+preflight: setup
+	python -m scripts.preflight --env $(ENV)
+
 # Re-resolve image/requirements.txt after changing image.* or the runtime pins (needs https://pypi.org).
 lock-image: setup
 	PIP_CONFIG_FILE=/dev/null python -m scripts.lock_image --env $(ENV)
