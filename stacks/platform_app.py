@@ -1,4 +1,4 @@
-"""Compose the three stacks from a :class:`ProjectConfig` and attach cdk-nag (shared by app.py and the tests)."""
+"""Compose the four stacks from a :class:`ProjectConfig` and attach cdk-nag (shared by app.py and the tests)."""
 
 from __future__ import annotations
 
