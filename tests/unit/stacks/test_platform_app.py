@@ -97,3 +97,20 @@ def bad_config(tmp_path: Path, env: str, patch: dict) -> str:
 def test_bad_config_is_a_clear_error_naming_the_field(tmp_path: Path, env: str, patch: dict, field: str) -> None:
     message = bad_config(tmp_path, env, patch)
     assert field in message, message
+
+
+def test_every_addon_and_chart_in_every_template_is_pinned(any_env: Synthesized) -> None:
+    """No add-on or Helm release anywhere falls back to 'latest' or the EKS default."""
+    helm = any_env.cfg.helm
+    pinned_charts = {helm.nvidia_device_plugin, helm.efa_device_plugin, helm.node_termination_handler}
+    addons, charts = {}, {}
+    for stack in any_env.platform.stacks:
+        for resource in any_env.template_json(stack)["Resources"].values():
+            props = resource.get("Properties", {})
+            if resource["Type"] == "AWS::EKS::Addon":
+                addons[props["AddonName"]] = props.get("AddonVersion")
+            elif resource["Type"] == "Custom::AWSCDK-EKS-HelmChart":
+                charts[props["Chart"]] = props.get("Version")
+    assert addons == any_env.cfg.cluster.addon_versions
+    assert set(charts) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "aws-node-termination-handler"}
+    assert set(charts.values()) == pinned_charts
