@@ -21,7 +21,7 @@ DEMO_DIR ?= runs/demo
 # workers on a 2-core machine cut the suite by about a quarter (three were slower: CPU contention).
 TEST_WORKERS ?= 2
 
-.PHONY: setup synth demo test lint submit bench clean
+.PHONY: setup synth demo test lint submit check-image lock-image preflight bench clean
 
 setup:
 	@scripts/setup.sh
@@ -45,6 +45,19 @@ lint: setup
 
 submit: setup
 	@scripts/submit.sh $(ENV) $(MODE)
+
+# The training image without Docker: is every locked wheel downloadable for its platform (CPython 3.12, glibc 2.39)?
+# Needs https://pypi.org and ~4 GB of downloads into a temporary directory; not part of `make test`.
+check-image: setup
+	PIP_CONFIG_FILE=/dev/null python -m scripts.check_image --env $(ENV)
+
+# Checks of the deployed platform before a training run (docs/deploy.md); skips cleanly without AWS or a cluster.
+preflight: setup
+	python -m scripts.preflight --env $(ENV)
+
+# Re-resolve image/requirements.txt after changing image.* or the runtime pins (needs https://pypi.org).
+lock-image: setup
+	PIP_CONFIG_FILE=/dev/null python -m scripts.lock_image --env $(ENV)
 
 clean:
 	rm -rf cdk.out dist runs .pytest_cache .ruff_cache

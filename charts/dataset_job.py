@@ -1,4 +1,12 @@
-"""Dataset preparation: a CPU Job that tokenizes the text corpus into shards on FSx."""
+"""Dataset preparation: a CPU Job that tokenizes the text corpus into shards on FSx, before training.
+
+It runs on the system nodes (``cluster.system_node_labels``), which mount FSx like the GPU nodes (both carry the
+cluster security group that the file system admits, stacks/fsx_storage.py), so the data can be prepared before
+GPU capacity (a Capacity Block) even starts. Its requests come from ``dataset_prep`` (the configuration checks they
+fit in half a system node) and ``activeDeadlineSeconds`` bounds it; ``make submit`` waits for it to complete before
+it applies the training Job. The ConfigMap the training reads points ``train.data_dir`` at its output
+(:func:`with_dataset_dir`), so training reads the prepared shards by default.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +16,10 @@ from cdk8s_plus_36 import k8s
 from constructs import Construct
 
 from charts.names import dataset_job_name, group_labels
+from charts.pod_security import AUTOMOUNT_SERVICE_ACCOUNT_TOKEN, dataset_security_context, pod_security_context
 from charts.volumes import shared_mounts, shared_volumes
 from platform_config import ProjectConfig
 
-#: What the tokenizer pod asks for (CPU-only work; runs on the system nodes).
-_CPU = "4"
-_MEMORY = "16Gi"
 _BACKOFF_LIMIT = 2
 
 
@@ -23,6 +29,20 @@ def dataset_dir(cfg: ProjectConfig) -> str:
     hf = cfg.model.hf_checkpoint
     model = f"hf-{PurePosixPath(hf).name}" if hf else cfg.model.size
     return cfg.train.data_dir or f"{cfg.storage.mount_path}/data/{model}-seq{cfg.train.seq_len}"
+
+
+def with_dataset_dir(cfg: ProjectConfig) -> ProjectConfig:
+    """``cfg`` with ``train.data_dir`` = :func:`dataset_dir` (the Job's output) when it is unset: what the cluster
+    ConfigMap ships, so training reads the prepared shards instead of generating a corpus in its run directory."""
+    if cfg.train.data_dir:
+        return cfg
+    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"data_dir": dataset_dir(cfg)})})
+
+
+def resource_quantities(cfg: ProjectConfig) -> dict[str, str]:
+    """Requests (= limits) of the dataset pod, from ``dataset_prep``: cpu in millicores, memory in Gi."""
+    prep = cfg.dataset_prep
+    return {"cpu": f"{round(prep.cpu * 1000)}m", "memory": f"{prep.memory_gib}Gi"}
 
 
 def prepare_data_args(cfg: ProjectConfig) -> list[str]:
@@ -36,18 +56,20 @@ def prepare_data_args(cfg: ProjectConfig) -> list[str]:
 
 
 class DatasetJob(Construct):
-    """``<job_name>-prepare-data``: one pod, retried ``_BACKOFF_LIMIT`` times, cleaned up after the TTL."""
+    """``<job_name>-prepare-data``: one pod on a system node, retried ``_BACKOFF_LIMIT`` times within
+    ``dataset_prep.active_deadline_seconds``, cleaned up after the TTL."""
 
     def __init__(self, scope: Construct, id: str, cfg: ProjectConfig, *, image: str) -> None:
         super().__init__(scope, id)
         self.name = dataset_job_name(cfg)
         labels = {**group_labels(cfg), "app.kubernetes.io/component": "dataset-prep"}
-        quantities = {"cpu": k8s.Quantity.from_string(_CPU), "memory": k8s.Quantity.from_string(_MEMORY)}
+        quantities = {k: k8s.Quantity.from_string(v) for k, v in resource_quantities(cfg).items()}
         container = k8s.Container(
             name="prepare-data",
             image=image,
             command=prepare_data_args(cfg),
             resources=k8s.ResourceRequirements(requests=dict(quantities), limits=dict(quantities)),
+            security_context=dataset_security_context(),
             volume_mounts=shared_mounts(cfg),
         )
         self.resource = k8s.KubeJob(
@@ -56,13 +78,17 @@ class DatasetJob(Construct):
             metadata=k8s.ObjectMeta(name=self.name, namespace=cfg.job.namespace, labels=labels),
             spec=k8s.JobSpec(
                 backoff_limit=_BACKOFF_LIMIT,
+                active_deadline_seconds=cfg.dataset_prep.active_deadline_seconds,
                 ttl_seconds_after_finished=cfg.job.ttl_seconds_after_finished,
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(labels=labels),
                     spec=k8s.PodSpec(
                         restart_policy="Never",
                         service_account_name=cfg.job.service_account,
+                        automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
                         enable_service_links=False,
+                        node_selector=dict(cfg.cluster.system_node_labels),
+                        security_context=pod_security_context(),
                         containers=[container],
                         volumes=shared_volumes(cfg),
                     ),

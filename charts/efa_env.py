@@ -7,17 +7,16 @@ from cdk8s_plus_36 import k8s
 from platform_config import MODE_LAYERS, InstanceType, ProjectConfig, RecoveryMode
 from training.resilience.inprocess import INPROCESS_PROCESS_ENV
 
-#: aws-ofi-nccl's tuner as installed in the AWS Deep Learning Containers.
-_OFI_NCCL_TUNER = "/opt/amazon/ofi-nccl/lib/libnccl-ofi-tuner.so"
-#: Families whose NCCL tuning comes from the aws-ofi-nccl tuner plugin (Hopper + EFAv2/v3).
-_TUNER_FAMILIES = frozenset({"p5"})
-
 
 def efa_nccl_env(instance: InstanceType) -> dict[str, str]:
     """libfabric/NCCL settings for ``instance``'s family.
 
     ``FI_EFA_FORK_SAFE`` / ``RDMAV_FORK_SAFE`` are left unset on purpose: they turn libfabric's hugepage
     buffers off, and the pod requests ``hugepages-2Mi`` for exactly those (AL2023 kernels are fork-safe).
+
+    ``NCCL_TUNER_PLUGIN`` is not set either: since aws-ofi-nccl 1.16 the tuner lives inside the net plugin
+    (``/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so``), NCCL >= 2.21 loads it from there unless this variable names
+    another library, and the plugin sets up its own tuner only when nothing overrides it (aws/aws-ofi-nccl#922).
     """
     env = {
         "FI_PROVIDER": "efa",
@@ -29,8 +28,6 @@ def efa_nccl_env(instance: InstanceType) -> dict[str, str]:
     }
     if instance.gpudirect_rdma:
         env["FI_EFA_USE_DEVICE_RDMA"] = "1"
-    if instance.family in _TUNER_FAMILIES:
-        env["NCCL_TUNER_PLUGIN"] = _OFI_NCCL_TUNER
     return env
 
 

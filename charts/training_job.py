@@ -21,6 +21,7 @@ from charts.launch_command import supervisor_script
 from charts.names import TRAINER_CONTAINER, job_name, service_name, training_pod_labels
 from charts.node_placement import node_selector, tolerations
 from charts.pod_resources import pod_resources
+from charts.pod_security import AUTOMOUNT_SERVICE_ACCOUNT_TOKEN, training_security_context
 from charts.topology import Topology
 from charts.volumes import shared_mounts, shared_volumes
 from platform_config import ProjectConfig, RecoveryMode
@@ -108,7 +109,7 @@ class TrainingJob(Construct):
                 k8s.ContainerPort(name="inproc-store", container_port=cfg.job.inprocess_store_port, protocol="TCP"),
             ],
             resources=pod_resources(topo.instance),
-            security_context=k8s.SecurityContext(capabilities=k8s.Capabilities(add=["IPC_LOCK"])),
+            security_context=training_security_context(),
             volume_mounts=[*shared_mounts(cfg), k8s.VolumeMount(name=SHM_VOLUME, mount_path="/dev/shm")],
         )
         shm = k8s.Volume(
@@ -121,6 +122,7 @@ class TrainingJob(Construct):
             restart_policy="Never",
             subdomain=service_name(cfg),
             service_account_name=cfg.job.service_account,
+            automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
             enable_service_links=False,
             # Long enough for an in-flight checkpoint to finish after SIGTERM.
             termination_grace_period_seconds=int(cfg.ft.section_timeouts_s["checkpoint"]),

@@ -130,3 +130,32 @@ def instance_type(name: str) -> InstanceType:
         raise ValueError(
             f"instance type {name!r} is not in the instance-type table; allowed: {', '.join(sorted(INSTANCE_TYPES))}"
         ) from None
+
+
+#: GiB of memory per vCPU of the general-purpose (m), compute (c) and memory (r) families.
+_SYSTEM_FAMILY_GIB_PER_VCPU = {"m": 4, "c": 2, "r": 8}
+#: System-node families this project sizes pods for (x86_64, Nitro, current generations).
+SYSTEM_FAMILIES = ("m5", "m6i", "m6a", "m7i", "m7a", "c5", "c6i", "c6a", "c7i", "c7a", "r5", "r6i", "r6a", "r7i", "r7a")
+#: vCPUs per size.
+_SYSTEM_SIZE_VCPUS = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
+
+
+@dataclass(frozen=True)
+class SystemInstanceType:
+    """vCPUs and memory of a system-node instance type (CoreDNS, controllers, the dataset-preparation Job)."""
+
+    name: str
+    vcpus: int
+    memory_gib: int
+
+
+def system_instance_type(name: str) -> SystemInstanceType:
+    """``m6i.xlarge`` -> 4 vCPUs, 16 GiB; a clear error lists the families and sizes this project knows."""
+    family, _, size = name.partition(".")
+    if family not in SYSTEM_FAMILIES or size not in _SYSTEM_SIZE_VCPUS:
+        raise ValueError(
+            f"instance type {name!r} is not a known system-node type; allowed: <family>.<size> with family in "
+            f"{', '.join(SYSTEM_FAMILIES)} and size in {', '.join(_SYSTEM_SIZE_VCPUS)}"
+        )
+    vcpus = _SYSTEM_SIZE_VCPUS[size]
+    return SystemInstanceType(name=name, vcpus=vcpus, memory_gib=vcpus * _SYSTEM_FAMILY_GIB_PER_VCPU[family[0]])

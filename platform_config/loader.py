@@ -36,10 +36,14 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 def _format(err: ValidationError, source: str) -> str:
     lines = [f"invalid configuration ({source}):"]
     for e in err.errors():
-        field = ".".join(str(p) for p in e["loc"]) or "<root>"
+        message = e["msg"].removeprefix("Value error, ")
+        if not e["loc"]:  # a cross-field rule of the whole file: its message names the fields itself
+            lines.append(f"  - {message}")
+            continue
+        field = ".".join(str(p) for p in e["loc"])
         value = e.get("input")
         shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
-        lines.append(f"  - {field}: {e['msg'].removeprefix('Value error, ')} (got {shown})")
+        lines.append(f"  - {field}: {message} (got {shown})")
     return "\n".join(lines)
 
 

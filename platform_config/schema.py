@@ -9,20 +9,29 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from platform_config.instance_types import INSTANCE_TYPES
+from platform_config.instance_types import INSTANCE_TYPES, system_instance_type
+from platform_config.versions import (
+    DEFAULT_ADDON_VERSIONS,
+    DEFAULT_KUBERNETES_VERSION,
+    MANAGED_ADDONS,
+    SUPPORTED_KUBERNETES_MINORS,
+    supported_versions_text,
+)
 
-MIN_KUBERNETES_VERSION = (1, 28)
-#: Newest Kubernetes minor that the pinned aws-cdk-lib (2.275.0) knows (``KubernetesVersion.V1_36``).
-DEFAULT_KUBERNETES_VERSION = "1.36"
-
-
-#: EKS managed add-ons the CDK app installs (``cluster.addon_versions`` keys).
-MANAGED_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver")
+#: Documentation address blocks (RFC 5737): a public endpoint restricted to them admits nobody.
+DOCUMENTATION_CIDRS = ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")
+#: ``environment_kind`` values: ``demo`` synthesizes offline with placeholders and is refused by CloudFormation at
+#: deploy; ``deploy`` requires real access settings (``cluster.admin_principal_arn``, no documentation CIDRs).
+ENVIRONMENT_KINDS = ("demo", "deploy")
+#: EC2 terminates Capacity Block instances 30 minutes before the block ends.
+CAPACITY_BLOCK_RECLAIM_MINUTES = 30
+_IAM_PRINCIPAL_ARN = re.compile(r"arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]+")
 
 
 class _Strict(BaseModel):
@@ -127,20 +136,45 @@ class ClusterConfig(_Strict):
     """The EKS control plane."""
 
     name: str = Field(default="fsdp-resilience", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,99}$")
+    #: One of ``platform_config.versions.SUPPORTED_KUBERNETES_MINORS`` (1.32 .. 1.36).
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     endpoint_access: Literal["private", "public"] = "public"
-    #: CIDRs allowed to reach a public endpoint. Empty with ``public`` is rejected.
+    #: CIDRs allowed to reach a public endpoint. Empty with ``public`` is rejected; documentation ranges
+    #: (RFC 5737, the demo's 203.0.113.0/24) are rejected outside ``environment_kind: demo``.
     public_access_cidrs: list[str] = Field(default_factory=lambda: ["203.0.113.0/24"])
-    #: IAM principal ARN given cluster-admin through an access entry (None = none).
+    #: IAM role or user ARN given cluster-admin through an access entry: the identity you run kubectl with.
+    #: Required outside ``environment_kind: demo`` (without it nobody can use kubectl after deploy).
     admin_principal_arn: str | None = None
+    #: Managed node group for CoreDNS, controllers and the dataset-preparation Job (``<family>.<size>`` of
+    #: ``platform_config.instance_types.SYSTEM_FAMILIES``).
     system_node_instance_type: str = "m6i.xlarge"
     system_node_count: int = Field(default=2, ge=1, le=10)
-    #: EKS managed add-on versions, add-on name -> version (e.g. ``v1.20.4-eksbuild.1``); an absent
-    #: add-on gets the EKS default for ``kubernetes_version``. vpc-cni must be >= 1.18.5 (efa-only interfaces).
+    #: Kubernetes labels of the system nodes (the dataset-preparation Job selects them).
+    system_node_labels: dict[str, str] = Field(default_factory=lambda: {"node-group": "system"})
+    #: EKS managed add-on versions, add-on name -> version (``v1.2.3-eksbuild.N``). Every add-on is pinned: the
+    #: defaults for ``kubernetes_version`` come from ``platform_config.versions.DEFAULT_ADDON_VERSIONS``, entries
+    #: given here replace single add-ons. kube-proxy must match the cluster minor; vpc-cni must be >= 1.18.5.
     addon_versions: dict[str, str] = Field(default_factory=dict)
     #: Kubernetes service IPv4 CIDR (EKS allows /12../24 in 10/8, 172.16/12 or 192.168/16); GPU nodes'
     #: NodeConfig carries it, so it is fixed here rather than left to EKS. Must not overlap network.vpc_cidr.
     service_ipv4_cidr: str = "172.20.0.0/16"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pin_addons(cls, data: Any) -> Any:
+        """Fill ``addon_versions`` with the pins of the configured Kubernetes minor (single entries override)."""
+        if not isinstance(data, dict):
+            return data
+        m = re.fullmatch(r"1\.(\d+)", str(data.get("kubernetes_version", DEFAULT_KUBERNETES_VERSION)))
+        default_minor = int(DEFAULT_KUBERNETES_VERSION.split(".")[1])
+        # An unsupported version is reported by its own validator; the default minor's pins keep this one quiet.
+        defaults = DEFAULT_ADDON_VERSIONS.get(
+            int(m.group(1)) if m else default_minor, DEFAULT_ADDON_VERSIONS[default_minor]
+        )
+        given = data.get("addon_versions") or {}
+        if not isinstance(given, dict):
+            return data
+        return {**data, "addon_versions": {**defaults, **given}}
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -148,10 +182,27 @@ class ClusterConfig(_Strict):
         m = re.fullmatch(r"1\.(\d+)", v)
         if not m:
             raise ValueError("must look like '1.NN'")
-        if (1, int(m.group(1))) < MIN_KUBERNETES_VERSION:
-            raise ValueError(f"must be 1.28 or newer (default {DEFAULT_KUBERNETES_VERSION})")
-        if (1, int(m.group(1))) > (1, int(DEFAULT_KUBERNETES_VERSION.split(".")[1])):
-            raise ValueError(f"the pinned aws-cdk-lib supports up to {DEFAULT_KUBERNETES_VERSION}")
+        if int(m.group(1)) not in SUPPORTED_KUBERNETES_MINORS:
+            raise ValueError(
+                f"must be one of {supported_versions_text()} (default {DEFAULT_KUBERNETES_VERSION}): the versions "
+                "EKS still supports that have a pinned kubectl layer and pinned add-on versions"
+            )
+        return v
+
+    @field_validator("admin_principal_arn")
+    @classmethod
+    def _admin(cls, v: str | None) -> str | None:
+        if v is not None and not _IAM_PRINCIPAL_ARN.fullmatch(v):
+            raise ValueError(
+                "must be an IAM role or user ARN like 'arn:aws:iam::111122223333:role/Admin' "
+                "(for an assumed-role session use the role's ARN, not the sts session ARN)"
+            )
+        return v
+
+    @field_validator("system_node_instance_type")
+    @classmethod
+    def _system_type(cls, v: str) -> str:
+        system_instance_type(v)
         return v
 
     @field_validator("addon_versions")
@@ -160,11 +211,13 @@ class ClusterConfig(_Strict):
         unknown = set(v) - set(MANAGED_ADDONS)
         if unknown:
             raise ValueError(f"unknown add-on(s) {sorted(unknown)}; allowed: {', '.join(MANAGED_ADDONS)}")
+        missing = [name for name in MANAGED_ADDONS if name not in v]
+        if missing:
+            raise ValueError(f"every add-on must be pinned; missing {missing}")
         for name, version in v.items():
             if not re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", version):
                 raise ValueError(f"{name} version {version!r} must look like 'v1.2.3-eksbuild.1'")
-        cni = v.get("vpc-cni")
-        if cni and _semver(cni[1:].split("-")[0]) < (1, 18, 5):
+        if _semver(v["vpc-cni"][1:].split("-")[0]) < (1, 18, 5):
             raise ValueError("vpc-cni must be >= v1.18.5 (efa-only network interfaces)")
         return v
 
@@ -184,6 +237,17 @@ class ClusterConfig(_Strict):
     def _cidrs(self) -> ClusterConfig:
         if self.endpoint_access == "public" and not self.public_access_cidrs:
             raise ValueError("endpoint_access 'public' needs at least one public_access_cidrs entry")
+        for cidr in self.public_access_cidrs:
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError as exc:
+                raise ValueError(f"public_access_cidrs entry {cidr!r} is not an IPv4 CIDR: {exc}") from None
+        proxy_minor = self.addon_versions["kube-proxy"].split(".")[1]
+        if f"1.{proxy_minor}" != self.kubernetes_version:
+            raise ValueError(
+                f"addon_versions kube-proxy {self.addon_versions['kube-proxy']!r} is for Kubernetes 1.{proxy_minor}, "
+                f"not kubernetes_version {self.kubernetes_version!r} (kube-proxy must match the cluster minor)"
+            )
         return self
 
     @property
@@ -196,6 +260,14 @@ class CapacityConfig(_Strict):
 
     type: CapacityType = CapacityType.ON_DEMAND
     reservation_id: str | None = Field(default=None, description="cr-... for capacity-reservation / capacity-block")
+    #: Capacity Block start and end (ISO 8601 with a time zone, e.g. ``2027-01-04T11:30:00Z``; required for
+    #: ``capacity-block``). The GPU group stays at 0 until ``start`` and is scaled to 0
+    #: ``scale_in_minutes_before_end`` before ``end`` by scheduled actions.
+    start: AwareDatetime | None = None
+    end: AwareDatetime | None = None
+    #: Minutes before ``end`` at which the group scales to 0 (EC2 reclaims the instances 30 minutes before the
+    #: end; the extra time lets the node termination handler drain pods and training checkpoint).
+    scale_in_minutes_before_end: int = Field(default=60, ge=CAPACITY_BLOCK_RECLAIM_MINUTES + 1)
 
     @model_validator(mode="after")
     def _reservation(self) -> CapacityConfig:
@@ -204,7 +276,33 @@ class CapacityConfig(_Strict):
             raise ValueError(f"capacity type {self.type.value!r} needs reservation_id like 'cr-0123456789abcdef0'")
         if not needs and self.reservation_id:
             raise ValueError("reservation_id is only allowed with capacity-reservation or capacity-block")
+        block = self.type is CapacityType.CAPACITY_BLOCK
+        if block and (self.start is None or self.end is None):
+            raise ValueError(
+                "capacity type 'capacity-block' needs start and end (the block's times, e.g. 2027-01-04T11:30:00Z)"
+            )
+        if not block and (self.start is not None or self.end is not None):
+            raise ValueError("start/end are only allowed with capacity-block")
+        if block and self.scale_in_at <= self.start:  # type: ignore[operator]
+            raise ValueError(
+                f"end {self.end.isoformat()} minus scale_in_minutes_before_end ({self.scale_in_minutes_before_end}) "  # type: ignore[union-attr]
+                f"must be after start {self.start.isoformat()}"  # type: ignore[union-attr]
+            )
         return self
+
+    @property
+    def scale_in_at(self) -> datetime | None:
+        """When a Capacity Block group scales to 0 (``end - scale_in_minutes_before_end``)."""
+        if self.end is None:
+            return None
+        return self.end - timedelta(minutes=self.scale_in_minutes_before_end)
+
+    @property
+    def placement_group(self) -> bool:
+        """Only on-demand capacity gets this project's cluster placement group: a Capacity Block is already
+        co-located, and an ODCR decides its own placement (an instance in a placement group can only use a
+        reservation made in that group)."""
+        return self.type is CapacityType.ON_DEMAND
 
 
 _TAINT_RE = re.compile(r"[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?:(NoSchedule|PreferNoSchedule|NoExecute)")
@@ -220,8 +318,8 @@ class GpuNodesConfig(_Strict):
     capacity: CapacityConfig = Field(default_factory=CapacityConfig)
     root_volume_gib: int = Field(default=500, ge=100, le=16384)
     node_labels: dict[str, str] = Field(default_factory=lambda: {"workload": "training", "node-group": "gpu-efa"})
-    #: Taints the GPU nodes register with (kubelet ``--register-with-taints`` syntax ``key[=value]:Effect``);
-    #: the training pods tolerate exactly these.
+    #: Taints the GPU nodes register with, ``key[=value]:Effect`` (written into the NodeConfig's kubelet
+    #: ``registerWithTaints``); the training pods tolerate exactly these.
     node_taints: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu=true:NoSchedule"])
 
     @field_validator("node_taints")
@@ -248,6 +346,11 @@ class GpuNodesConfig(_Strict):
                 "need min_nodes <= node_count <= max_nodes, got "
                 f"{self.min_nodes} <= {self.node_count} <= {self.max_nodes}"
             )
+        if self.capacity.type is CapacityType.CAPACITY_BLOCK and self.min_nodes != 0:
+            raise ValueError(
+                f"min_nodes must be 0 with a Capacity Block (got {self.min_nodes}): instances cannot launch before "
+                "the block starts, and the group scales to 0 before it ends"
+            )
         return self
 
 
@@ -269,21 +372,59 @@ class StorageConfig(_Strict):
         return v
 
 
-class ImageConfig(_Strict):
-    """The training container image (built from training/Dockerfile as a CDK asset)."""
+#: Registries whose pulls need a login that a CDK Docker asset build does not perform (it logs in only to the
+#: bootstrap repository, aws/aws-cdk#17268): private ECR, which includes the AWS Deep Learning Containers.
+_PRIVATE_REGISTRY = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/")
 
-    #: AWS Deep Learning Container for PyTorch (carries EFA, aws-ofi-nccl); the account hosts the public DLCs.
-    base_image: str = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.9.0-gpu-py312-ec2"
+
+class ImageConfig(_Strict):
+    """The training container image: ``training/Dockerfile``, built as a CDK asset (docs/image.md).
+
+    Every layer is pinned here or in ``image/requirements.txt`` (the hashed lock of the image's Python packages);
+    the Dockerfile checks the versions below at build time and fails loudly on a mismatch.
+    """
+
+    #: Base image (public registry, explicit tag or digest): CUDA 13.0 user space on Ubuntu 24.04 (glibc 2.39).
+    base_image: str = "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04"
+    #: snapshot.ubuntu.com timestamp the image's apt packages are installed from (``YYYYMMDDTHHMMSSZ``).
+    ubuntu_snapshot: str = Field(default="20261115T000000Z", pattern=r"^\d{8}T\d{6}Z$")
+    #: Python of the image (Ubuntu 24.04's python3) and the wheel tag ``make check-image`` resolves for.
+    python_version: Literal["3.12"] = "3.12"
+    #: PyPI torch (its wheel carries CUDA 13.0 user-space libraries and NCCL): what the GPU runs proved.
+    torch_version: str = "2.11.0"
+    cuda_version: str = "13.0"
+    nccl_version: str = "2.28.9"
     nvrx_version: str = "0.7.0"
+    #: AWS EFA installer (libfabric with the efa provider, rdma-core, aws-ofi-nccl), verified by its GPG signature.
+    efa_installer_version: str = "1.50.0"
+    #: The aws-ofi-nccl release that ``efa_installer_version`` ships (checked at build time).
+    aws_ofi_nccl_version: str = "1.21.1"
     #: Use a prebuilt image instead of the CDK asset (None = build the asset).
     uri_override: str | None = None
 
+    @field_validator("base_image")
+    @classmethod
+    def _base(cls, v: str) -> str:
+        if _PRIVATE_REGISTRY.match(v):
+            raise ValueError(
+                "is in a private ECR registry, whose pull needs a login that the CDK asset build does not perform "
+                "(aws/aws-cdk#17268); use a public base (nvcr.io, public.ecr.aws, docker.io) or build elsewhere "
+                "and set image.uri_override"
+            )
+        name = v.rsplit("/", 1)[-1]
+        if "@sha256:" not in v and (":" not in name or name.endswith(":latest")):
+            raise ValueError("must name an explicit tag (not latest) or a @sha256: digest")
+        return v
+
 
 class HelmConfig(_Strict):
-    """Pinned Helm chart versions."""
+    """Pinned Helm chart versions (every chart the CDK app installs)."""
 
     nvidia_device_plugin: str = "0.19.3"
-    efa_device_plugin: str = "0.5.10"
+    #: aws/eks-charts publishes this chart's versions with a leading ``v``.
+    efa_device_plugin: str = "v0.5.30"
+    #: aws-node-termination-handler (queue processor), from oci://public.ecr.aws/aws-ec2/helm.
+    node_termination_handler: str = "0.27.6"
 
     @field_validator("nvidia_device_plugin")
     @classmethod
@@ -295,9 +436,26 @@ class HelmConfig(_Strict):
     @field_validator("efa_device_plugin")
     @classmethod
     def _efa(cls, v: str) -> str:
-        if _semver(v) < (0, 5, 10):
-            raise ValueError("must be >= 0.5.10")
+        if _semver(v.removeprefix("v")) < (0, 5, 10):
+            raise ValueError("must be >= v0.5.10")
         return v
+
+    @field_validator("node_termination_handler")
+    @classmethod
+    def _nth(cls, v: str) -> str:
+        _semver(v)
+        return v
+
+
+class DatasetPrepConfig(_Strict):
+    """The dataset-preparation Job (runs on the system nodes, before training)."""
+
+    #: CPU cores and memory requested (= limits). Must fit in half a system node: the rest is for the node's
+    #: DaemonSets, CoreDNS and the controllers.
+    cpu: float = Field(default=2.0, gt=0)
+    memory_gib: int = Field(default=8, ge=1)
+    #: The Job fails after this long (``activeDeadlineSeconds``); ``make submit`` waits this long for it.
+    active_deadline_seconds: int = Field(default=7200, ge=60)
 
 
 class ObservabilityConfig(_Strict):
@@ -614,6 +772,10 @@ class LocalConfig(_Strict):
 class ProjectConfig(_Strict):
     """Root of ``project.yaml``."""
 
+    #: ``demo``: synthesizes and validates offline with placeholder access settings (the committed top level, used
+    #: by ``make demo`` and the tests); every stack carries a CloudFormation rule that refuses to deploy it.
+    #: ``deploy``: a real environment; ``cluster.admin_principal_arn`` is required and documentation CIDRs are refused.
+    environment_kind: Literal["demo", "deploy"] = "demo"
     aws: AwsConfig = Field(default_factory=AwsConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
@@ -621,6 +783,7 @@ class ProjectConfig(_Strict):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     image: ImageConfig = Field(default_factory=ImageConfig)
     helm: HelmConfig = Field(default_factory=HelmConfig)
+    dataset_prep: DatasetPrepConfig = Field(default_factory=DatasetPrepConfig)
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     job: KubernetesJobConfig = Field(default_factory=KubernetesJobConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -646,7 +809,42 @@ class ProjectConfig(_Strict):
             )
         if (self.inprocess.min_world_size or 0) > self.gpu_nodes.node_count * self.instance.gpus:
             raise ValueError("inprocess.min_world_size exceeds the world size (node_count x GPUs per node)")
+        self._check_access()
+        self._check_dataset_prep()
         return self
+
+    def _check_access(self) -> None:
+        """Outside ``demo``: someone must be able to use kubectl after deploy."""
+        if self.environment_kind == "demo":
+            return
+        c = self.cluster
+        if not c.admin_principal_arn:
+            raise ValueError(
+                "cluster.admin_principal_arn is required with environment_kind 'deploy' (got null): set the IAM role "
+                "or user ARN you run kubectl with, e.g. arn:aws:iam::111122223333:role/Admin; without it no one "
+                "can use kubectl after deploy"
+            )
+        if c.endpoint_access == "public":
+            docs = [ipaddress.IPv4Network(d) for d in DOCUMENTATION_CIDRS]
+            for cidr in c.public_access_cidrs:
+                if any(ipaddress.IPv4Network(cidr).subnet_of(d) for d in docs):
+                    raise ValueError(
+                        f"cluster.public_access_cidrs entry {cidr!r} is a documentation range (RFC 5737: "
+                        f"{', '.join(DOCUMENTATION_CIDRS)}) and admits nobody; with environment_kind 'deploy' set "
+                        "your office/VPN CIDR, or cluster.endpoint_access: private"
+                    )
+
+    def _check_dataset_prep(self) -> None:
+        """The dataset Job must fit on a system node next to its DaemonSets and controllers (half a node)."""
+        node = system_instance_type(self.cluster.system_node_instance_type)
+        prep = self.dataset_prep
+        if prep.cpu > node.vcpus / 2 or prep.memory_gib > node.memory_gib / 2:
+            raise ValueError(
+                f"dataset_prep requests {prep.cpu:g} CPU / {prep.memory_gib} GiB, more than half of a "
+                f"{node.name} system node ({node.vcpus} vCPUs, {node.memory_gib} GiB): allowed up to "
+                f"{node.vcpus / 2:g} CPU / {node.memory_gib // 2} GiB; lower dataset_prep or use a larger "
+                "cluster.system_node_instance_type"
+            )
 
     @property
     def instance(self):  # -> InstanceType

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make submit MODE=<variant>`: synthesize the manifests with the deployed training image and apply
-# the ConfigMap, the headless Service and the chosen variant's training Job with kubectl.
+# `make submit MODE=<variant>`: synthesize the manifests with the deployed training image, apply the ConfigMap,
+# run the dataset-preparation Job and wait for it to complete, then apply the headless Service and the chosen
+# variant's training Job with kubectl.
 #
 # Usage: scripts/submit.sh ENV MODE
 #   ENV   an environment of project.yaml (default, prod, ...)
@@ -9,7 +10,8 @@
 #        (aws eks update-kubeconfig --name <cluster.name>), and the CDK stacks deployed.
 # Optional: TRAINING_IMAGE_URI (skips the stack lookup), STACK_NAME (stack holding the
 #           `TrainingImageUri` output; default: the first stack in the region that has it),
-#           SUBMIT_PREPARE_DATA=1 (also apply the dataset-preparation Job first).
+#           SUBMIT_PREPARE_DATA=0 (skip the dataset-preparation Job: its shards are already on FSx; the training
+#           reads train.data_dir, or the Job's output directory when that is unset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,10 +60,9 @@ errors = validate_manifests(Path(sys.argv[1]), load_config().cluster.kubernetes_
 print(*errors, sep="\n", file=sys.stderr); sys.exit(1 if errors else 0)' "$out"
 
 job_file="$out/train-$mode.k8s.yaml"
-files=("$out/training-config.k8s.yaml" "$out/training-service.k8s.yaml" "$job_file")
-if [[ "${SUBMIT_PREPARE_DATA:-0}" == 1 ]]; then
-  files=("$out/training-config.k8s.yaml" "$out/dataset-prep.k8s.yaml" "${files[@]:1}")
-fi
+config_file="$out/training-config.k8s.yaml"
+prep_file="$out/dataset-prep.k8s.yaml"
+files=("$config_file" "$prep_file" "$out/training-service.k8s.yaml" "$job_file")
 for f in "${files[@]}"; do
   [[ -f "$f" ]] || { echo "submit: $f was not synthesized" >&2; exit 1; }
 done
@@ -79,10 +80,37 @@ if kubectl -n "$namespace" get job "$job" >/dev/null 2>&1; then
   exit 1
 fi
 
-echo "== submit [$env_name/$mode]: kubectl apply =="
-for f in "${files[@]}"; do
-  kubectl apply -f "$f"
-done
+echo "== submit [$env_name/$mode]: kubectl apply $(basename "$config_file") =="
+kubectl apply -f "$config_file"
+
+if [[ "${SUBMIT_PREPARE_DATA:-1}" == 1 ]]; then
+  prep=$(python -c 'from platform_config import load_config
+from charts.names import dataset_job_name; print(dataset_job_name(load_config()))')
+  deadline=$(python -c 'from platform_config import load_config; print(load_config().dataset_prep.active_deadline_seconds)')
+  state=$(kubectl -n "$namespace" get job "$prep" \
+    -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}' 2>/dev/null || echo absent)
+  case "$state" in
+    *Complete*) echo "== submit: dataset Job $namespace/$prep already completed; training reads its output ==" ;;
+    *Failed*)
+      echo "submit: dataset Job $namespace/$prep failed earlier; see kubectl -n $namespace logs job/$prep," >&2
+      echo "  then: kubectl -n $namespace delete job $prep   (and submit again)" >&2
+      exit 1 ;;
+    *)
+      echo "== submit [$env_name/$mode]: dataset Job $prep (up to ${deadline} s) =="
+      if [[ "$state" == absent ]]; then kubectl apply -f "$prep_file"; fi
+      if ! python -m scripts.wait_job --namespace "$namespace" --job "$prep" --timeout "$((deadline + 120))"; then
+        kubectl -n "$namespace" logs "job/$prep" --tail=30 >&2 || true
+        echo "submit: the dataset Job did not complete; the training Job was not applied" >&2
+        exit 1
+      fi ;;
+  esac
+else
+  echo "== submit: SUBMIT_PREPARE_DATA=0: no dataset Job; training reads the shards already on FSx =="
+fi
+
+echo "== submit [$env_name/$mode]: kubectl apply $(basename "$out/training-service.k8s.yaml") $(basename "$job_file") =="
+kubectl apply -f "$out/training-service.k8s.yaml"
+kubectl apply -f "$job_file"
 echo "Submitted. Watch with:"
 echo "  kubectl -n $namespace get pods -l training.fsdp/mode=$mode -w"
 echo "  kubectl -n $namespace logs -f $job-0-<suffix>   # or: kubectl -n $namespace logs -f job/$job"

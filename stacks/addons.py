@@ -21,7 +21,7 @@ class AddonsProps:
     """Inputs of :class:`Addons`.
 
     Attributes:
-        cfg: the project configuration (``cluster.addon_versions``: name -> version, absent = EKS default).
+        cfg: the project configuration (``cluster.addon_versions``: name -> pinned version, every add-on).
         cluster: the EKS cluster.
         system_nodes: CoreDNS and the FSx CSI controller wait for these nodes (their pods need somewhere to run).
     """
@@ -37,8 +37,8 @@ class Addons(Construct):
     vpc-cni and kube-proxy are created before any node (nodes only turn Ready with a CNI); CoreDNS
     and the FSx CSI driver after the system node group. The FSx CSI controller gets an IAM role
     through a Pod Identity association (the agent add-on is created first). Versions come from
-    ``cluster.addon_versions``; an absent entry takes the EKS default for the cluster's Kubernetes
-    version (every default vpc-cni of a supported version is >= v1.18.5, which efa-only interfaces need).
+    ``cluster.addon_versions``, which pins every add-on for the cluster's Kubernetes minor
+    (``platform_config.versions``; vpc-cni >= v1.18.5, which efa-only interfaces need).
 
     Attributes:
         addons: add-on name -> construct.
@@ -52,7 +52,7 @@ class Addons(Construct):
         self.addons: dict[str, eks.Addon] = {}
 
         def addon(name: str, *deps: IDependable) -> eks.Addon:
-            a = eks.Addon(self, name, cluster=cluster, addon_name=name, addon_version=versions.get(name))
+            a = eks.Addon(self, name, cluster=cluster, addon_name=name, addon_version=versions[name])
             cfn = a.node.default_child
             cfn.add_property_override("ResolveConflicts", "OVERWRITE")  # type: ignore[union-attr]
             for d in deps:
@@ -65,6 +65,10 @@ class Addons(Construct):
         addon("coredns", props.system_nodes)
         agent = cluster.eks_pod_identity_agent
         if agent is not None:
+            # aws_eks_v2 creates the agent add-on itself; pin its version like the others.
+            agent.node.default_child.add_property_override(  # type: ignore[union-attr]
+                "AddonVersion", versions["eks-pod-identity-agent"]
+            )
             self.addons["eks-pod-identity-agent"] = agent  # type: ignore[assignment]
 
         self.fsx_csi_role = iam.Role(

@@ -1,4 +1,4 @@
-"""FSx for Lustre SCRATCH_2 in the GPU subnet, plus the static PV/PVC, namespace and service account."""
+"""FSx for Lustre SCRATCH_2 in the GPU subnet, its client rules, the static PV/PVC, namespace and service account."""
 
 from __future__ import annotations
 
@@ -13,19 +13,40 @@ from constructs import Construct
 from platform_config import ProjectConfig
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
+#: Lustre's TCP ports (FSx for Lustre user guide, "File system access control with Amazon VPC"): 988 and 1018-1023.
+LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
+#: Pod Security admission of the training namespace: ``enforce`` privileged, because the training container adds
+#: ``IPC_LOCK`` (EFA memory registration), which the ``baseline`` level forbids; ``warn``/``audit`` at ``baseline``
+#: so anything else that would not pass baseline is reported on apply and in the audit log. The pods themselves drop
+#: every other capability and run with seccomp RuntimeDefault (charts/pod_security.py).
+POD_SECURITY_LEVELS = {"enforce": "privileged", "warn": "baseline", "audit": "baseline"}
+
+
+def pod_security_labels(cfg: ProjectConfig) -> dict[str, str]:
+    """``pod-security.kubernetes.io/<mode>`` and ``<mode>-version`` (pinned to the cluster minor) labels."""
+    labels = {}
+    for mode, level in POD_SECURITY_LEVELS.items():
+        labels[f"pod-security.kubernetes.io/{mode}"] = level
+        labels[f"pod-security.kubernetes.io/{mode}-version"] = f"v{cfg.cluster.kubernetes_version}"
+    return labels
 
 
 def training_namespace(cfg: ProjectConfig) -> dict:
-    """The training namespace."""
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cfg.job.namespace}}
+    """The training namespace with its Pod Security admission labels."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": cfg.job.namespace, "labels": pod_security_labels(cfg)},
+    }
 
 
 def training_service_account(cfg: ProjectConfig) -> dict:
-    """The training pods' service account."""
+    """The training pods' service account; it mounts no token (the pods call no Kubernetes API)."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": cfg.job.service_account, "namespace": cfg.job.namespace},
+        "automountServiceAccountToken": False,
     }
 
 
@@ -75,22 +96,26 @@ class FsxStorageProps:
         cfg: the project configuration (``storage.*``, ``job.namespace`` / ``job.service_account``).
         vpc: the VPC.
         subnet: the GPU subnet (so file system and nodes share one AZ).
-        node_security_group: the GPU nodes' security group, admitted on the Lustre ports.
+        client_security_groups: security groups of every node group that mounts the file system (the cluster
+            security group is on both the system and the GPU nodes); each gets the Lustre rules in both directions.
         cluster: the EKS cluster receiving the Kubernetes objects.
     """
 
     cfg: ProjectConfig
     vpc: ec2.IVpc
     subnet: ec2.ISubnet
-    node_security_group: ec2.ISecurityGroup
+    client_security_groups: list[ec2.ISecurityGroup]
     cluster: eks.ICluster
 
 
 class FsxStorage(Construct):
     """SCRATCH_2 Lustre 2.15 file system of ``storage.fsx_capacity_gib`` and its Kubernetes objects.
 
-    The PV is built here from the file system's id, DNS name and mount name: CDK tokens that
-    CloudFormation resolves at deploy time (no synth-time lookups, no values copied by hand).
+    Lustre rules (TCP 988 and 1018-1023) in both directions between the file system's security group and each
+    client security group: clients reach the servers, and the servers can open connections back to the clients,
+    as the FSx guide asks (without the latter, server-initiated callbacks are dropped under load). The file system's
+    group also admits itself (the aws_fsx default). The PV is built from the file system's id, DNS name and mount
+    name: CDK tokens that CloudFormation resolves at deploy time (no synth-time lookups, no values copied by hand).
 
     Attributes:
         file_system: the FSx for Lustre file system.
@@ -111,8 +136,11 @@ class FsxStorage(Construct):
             lustre_configuration=fsx.LustreConfiguration(deployment_type=fsx.LustreDeploymentType.SCRATCH_2),
             removal_policy=RemovalPolicy.DESTROY,
         )
-        # aws_fsx's default port range is TCP 988-1023: Lustre (988) and LNet (1018-1023).
-        self.file_system.connections.allow_default_port_from(props.node_security_group, "Lustre from GPU nodes")
+        fsx_sg = self.file_system.connections.security_groups[0]
+        for index, client in enumerate(props.client_security_groups):
+            for low, high in LUSTRE_PORTS:
+                self._lustre_rule(f"LustreToServers{index}Port{low}", fsx_sg, client, low, high, "FSx clients")
+                self._lustre_rule(f"LustreToClients{index}Port{low}", client, fsx_sg, low, high, "the FSx file system")
         self.namespace_manifest = eks.KubernetesManifest(
             self,
             "Namespace",
@@ -134,3 +162,19 @@ class FsxStorage(Construct):
             ],
         )
         self.volume_manifest.node.add_dependency(self.namespace_manifest)
+
+    def _lustre_rule(
+        self, rule_id: str, group: ec2.ISecurityGroup, source: ec2.ISecurityGroup, low: int, high: int, what: str
+    ) -> ec2.CfnSecurityGroupIngress:
+        """TCP ``low``-``high`` into ``group`` from ``source``, as its own resource (either group may be imported)."""
+        ports = f"{low}" if low == high else f"{low}-{high}"
+        return ec2.CfnSecurityGroupIngress(
+            self,
+            rule_id,
+            group_id=group.security_group_id,
+            source_security_group_id=source.security_group_id,
+            ip_protocol="tcp",
+            from_port=low,
+            to_port=high,
+            description=f"Lustre {ports} from {what}",
+        )

@@ -3,7 +3,9 @@
 AL2023 EKS AMIs boot with ``nodeadm``, which reads ``application/node.eks.aws`` parts of the user
 data. The document names the cluster (name, API endpoint, CA, service CIDR), stripes the local
 NVMe disks into RAID0 for the container runtime and kubelet, and registers the node with the
-labels and the GPU taint that the training charts select and tolerate.
+labels (kubelet ``--node-labels``: the KubeletConfiguration has no field for them) and the GPU taint
+(KubeletConfiguration ``registerWithTaints``, instead of the deprecated ``--register-with-taints`` flag)
+that the training charts select and tolerate.
 
 ``gpu_node_labels`` / ``gpu_node_taints`` are the single source of what the node carries: the
 charts test their ``nodeSelector`` and ``tolerations`` against them.
@@ -47,6 +49,16 @@ def gpu_node_taints(cfg: ProjectConfig) -> list[str]:
     return list(cfg.gpu_nodes.node_taints)
 
 
+def gpu_node_taint_objects(cfg: ProjectConfig) -> list[dict[str, str]]:
+    """The taints as Kubernetes ``Taint`` objects (``key``, optional ``value``, ``effect``)."""
+    out = []
+    for taint in gpu_node_taints(cfg):
+        spec, effect = taint.rsplit(":", 1)
+        key, sep, value = spec.partition("=")
+        out.append({"key": key, **({"value": value} if sep else {}), "effect": effect})
+    return out
+
+
 def gpu_node_tolerations(cfg: ProjectConfig) -> list[dict[str, str]]:
     """Kubernetes tolerations matching every GPU node taint (any value)."""
     out = []
@@ -86,7 +98,7 @@ def node_config(cfg: ProjectConfig, cluster: ClusterConnection) -> dict:
         "kubelet": {"flags": [f"--node-labels={labels}"]},
     }
     if gpu_node_taints(cfg):
-        spec["kubelet"]["flags"].append(f"--register-with-taints={','.join(gpu_node_taints(cfg))}")
+        spec["kubelet"]["config"] = {"registerWithTaints": gpu_node_taint_objects(cfg)}
     if cfg.instance.local_nvme:
         spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
     return {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}

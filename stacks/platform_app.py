@@ -1,10 +1,11 @@
-"""Compose the three stacks from a :class:`ProjectConfig` and attach cdk-nag (shared by app.py and the tests)."""
+"""Compose the four stacks from a :class:`ProjectConfig` and attach cdk-nag (shared by app.py and the tests)."""
 
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from platform_config import ProjectConfig, load_config
 from platform_config.loader import ENV_VAR
 from stacks.cluster_stack import ClusterStack
 from stacks.compliance import add_compliance_checks
+from stacks.deploy_guard import refuse_demo_deploy
+from stacks.gpu_stack import GpuStack
 from stacks.image_stack import TrainingImageStack
 from stacks.storage_stack import StorageStack
 
@@ -23,6 +26,9 @@ CDK_JSON = REPO_ROOT / "cdk.json"
 ENV_CONTEXT_KEY = "env"
 #: Optional cdk context key with another configuration file (``cdk synth -c config=other.yaml``).
 CONFIG_CONTEXT_KEY = "config"
+#: Optional cdk context key with the moment Capacity Block actions are planned from (``-c now=2027-01-01T00:00:00Z``;
+#: default: the synthesis time). The tests fix it so that the templates do not depend on the clock.
+NOW_CONTEXT_KEY = "now"
 
 
 @dataclass
@@ -30,8 +36,13 @@ class Platform:
     """The stacks of one environment."""
 
     cluster: ClusterStack
+    gpu: GpuStack
     storage: StorageStack
     image: TrainingImageStack
+
+    @property
+    def stacks(self) -> list[cdk.Stack]:
+        return [self.cluster, self.gpu, self.storage, self.image]
 
 
 def cdk_json_context(path: Path = CDK_JSON) -> dict[str, Any]:
@@ -44,18 +55,41 @@ def environment_name(app: cdk.App) -> str:
     return app.node.try_get_context(ENV_CONTEXT_KEY) or os.environ.get(ENV_VAR) or "default"
 
 
+def planning_time(app: cdk.App) -> datetime:
+    """``-c now=<ISO 8601 with time zone>``, else the current time (UTC)."""
+    value = app.node.try_get_context(NOW_CONTEXT_KEY)
+    if not value:
+        return datetime.now(UTC)
+    moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError(f"context {NOW_CONTEXT_KEY}={value!r} needs a time zone, e.g. 2027-01-01T00:00:00Z")
+    return moment
+
+
 def stack_environment(cfg: ProjectConfig) -> cdk.Environment:
     """Region (and account when configured) of every stack: no lookups need them at synth."""
     return cdk.Environment(account=cfg.aws.account, region=cfg.aws.region)
 
 
-def build_platform(app: cdk.App, cfg: ProjectConfig) -> Platform:
-    """Add the stacks of ``cfg`` to ``app`` and register the AwsSolutions checks (run at synth)."""
+def build_platform(app: cdk.App, cfg: ProjectConfig, now: datetime | None = None) -> Platform:
+    """Add the stacks of ``cfg`` to ``app`` and register the AwsSolutions checks (run at synth).
+
+    ``now`` plans the Capacity Block actions (default: :func:`planning_time`)."""
     env = stack_environment(cfg)
     name = cfg.cluster.name
     tags = {"project": name}
     cluster = ClusterStack(
-        app, f"{name}-cluster", cfg=cfg, env=env, tags=tags, description=f"EKS + p5 GPU nodes for {name}"
+        app, f"{name}-cluster", cfg=cfg, env=env, tags=tags, description=f"EKS control plane and system nodes of {name}"
+    )
+    gpu = GpuStack(
+        app,
+        f"{name}-gpu",
+        cfg=cfg,
+        platform=cluster,
+        now=now or planning_time(app),
+        env=env,
+        tags=tags,
+        description=f"{cfg.gpu_nodes.instance_type} GPU nodes of {name} ({cfg.gpu_nodes.capacity.type.value})",
     )
     storage = StorageStack(
         app,
@@ -69,8 +103,11 @@ def build_platform(app: cdk.App, cfg: ProjectConfig) -> Platform:
     image = TrainingImageStack(
         app, f"{name}-image", cfg=cfg, env=env, tags=tags, description=f"Training image of {name}"
     )
+    platform = Platform(cluster=cluster, gpu=gpu, storage=storage, image=image)
+    for stack in platform.stacks:
+        refuse_demo_deploy(stack, cfg)
     add_compliance_checks(app)
-    return Platform(cluster=cluster, storage=storage, image=image)
+    return platform
 
 
 def config_for(app: cdk.App) -> ProjectConfig:

@@ -24,7 +24,9 @@ class StorageStack(Stack):
                 cfg=cfg,
                 vpc=platform.network.vpc,
                 subnet=platform.network.gpu_subnet,
-                node_security_group=platform.efa.security_group,
+                # EKS puts the cluster security group on the system nodes (managed node group without a launch
+                # template) and the GPU launch template attaches it to every GPU interface: both mount FSx.
+                client_security_groups=[platform.eks.cluster.cluster_security_group],
                 cluster=platform.eks.cluster,
             ),
         )

@@ -20,7 +20,8 @@ class SystemNodeGroupProps:
     """Inputs of :class:`SystemNodeGroup`.
 
     Attributes:
-        cfg: the project configuration (``cluster.system_node_instance_type`` / ``system_node_count``).
+        cfg: the project configuration (``cluster.system_node_instance_type`` / ``system_node_count`` /
+            ``system_node_labels``).
         cluster: the EKS cluster.
         subnets: private subnets the nodes spread over.
     """
@@ -33,7 +34,9 @@ class SystemNodeGroupProps:
 class SystemNodeGroup(Construct):
     """EKS managed node group (AL2023 x86_64 standard AMI) with its own least-privilege node role.
 
-    EKS creates the node role's ``EC2_LINUX`` access entry for managed node groups itself.
+    EKS creates the node role's ``EC2_LINUX`` access entry for managed node groups itself. Without a launch
+    template EKS attaches the cluster security group to these nodes, which the FSx file system admits
+    (stacks/fsx_storage.py): the dataset-preparation Job mounts FSx here.
 
     Attributes:
         nodegroup: the managed node group.
@@ -54,5 +57,5 @@ class SystemNodeGroup(Construct):
             max_size=c.system_node_count + MAX_SURGE_NODES,
             subnets=ec2.SubnetSelection(subnets=props.subnets),
             node_role=self.role,
-            labels={"node-group": "system"},
+            labels=dict(c.system_node_labels),
         )

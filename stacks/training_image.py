@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,21 +14,6 @@ from platform_config import ProjectConfig
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = "training/Dockerfile"
 DOCKERIGNORE = REPO_ROOT / "training" / ".dockerignore"
-#: Packages the image needs besides the DLC's own (torch, numpy): versions come from requirements.txt.
-RUNTIME_PACKAGES = ("pydantic", "PyYAML", "safetensors", "tokenizers", "huggingface_hub")
-
-
-def runtime_pins(requirements: Path = REPO_ROOT / "requirements.txt") -> str:
-    """``name==version`` of each :data:`RUNTIME_PACKAGES` entry, as pinned in ``requirements.txt``."""
-    pins = {}
-    for line in requirements.read_text().splitlines():
-        m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)==([^\s;#]+).*", line)
-        if m:
-            pins[m.group(1).lower()] = f"{m.group(1)}=={m.group(2)}"
-    missing = [p for p in RUNTIME_PACKAGES if p.lower() not in pins]
-    if missing:
-        raise ValueError(f"{requirements} has no '==' pin for {missing}")
-    return " ".join(pins[p.lower()] for p in RUNTIME_PACKAGES)
 
 
 def context_excludes() -> list[str]:
@@ -38,11 +22,19 @@ def context_excludes() -> list[str]:
 
 
 def build_args(cfg: ProjectConfig) -> dict[str, str]:
-    """Docker build arguments, all from the configuration and requirements.txt."""
+    """Docker build arguments, all from ``image.*``. The Python packages come from the hashed lock
+    ``image/requirements.txt`` in the build context; the version arguments are what the build checks against."""
+    image = cfg.image
     return {
-        "BASE_IMAGE": cfg.image.base_image,
-        "NVRX_VERSION": cfg.image.nvrx_version,
-        "RUNTIME_PACKAGES": runtime_pins(),
+        "BASE_IMAGE": image.base_image,
+        "UBUNTU_SNAPSHOT": image.ubuntu_snapshot,
+        "EFA_INSTALLER_VERSION": image.efa_installer_version,
+        "AWS_OFI_NCCL_VERSION": image.aws_ofi_nccl_version,
+        "PYTHON_VERSION": image.python_version,
+        "TORCH_VERSION": image.torch_version,
+        "TORCH_CUDA_VERSION": image.cuda_version,
+        "NCCL_VERSION": image.nccl_version,
+        "NVRX_VERSION": image.nvrx_version,
     }
 
 
@@ -52,8 +44,8 @@ class TrainingImageProps:
 
     Attributes:
         cfg: the project configuration (``image.*``).
-        context: build context (the repository root: the image copies ``training/``, ``platform_config/``
-            and ``project.yaml``).
+        context: build context (the repository root: the image copies ``image/``, ``training/``,
+            ``platform_config/`` and ``project.yaml``).
     """
 
     cfg: ProjectConfig

@@ -9,6 +9,7 @@ The base image's Python becomes this checkout's virtual environment, first on ``
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -44,6 +45,14 @@ def _instructions(text: str) -> list[tuple[str, str]]:
     return out
 
 
+_VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+
+
+def _expand(value: str, env: dict[str, str]) -> str:
+    """``${NAME}`` / ``$NAME`` from the ENV set so far (the base image's own values are not known: empty)."""
+    return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), value)
+
+
 @dataclass(frozen=True)
 class LocalImage:
     """Working directory, environment and copied paths of the image (the last build stage)."""
@@ -64,11 +73,11 @@ class LocalImage:
             elif word == "ENV":
                 tokens = shlex.split(args)
                 if tokens and "=" not in tokens[0]:  # legacy `ENV KEY value`
-                    env[tokens[0]] = " ".join(tokens[1:])
+                    env[tokens[0]] = _expand(" ".join(tokens[1:]), env)
                 for tok in tokens:
                     if "=" in tok:
                         key, _, value = tok.partition("=")
-                        env[key] = value
+                        env[key] = _expand(value, env)
             elif word in ("COPY", "ADD"):
                 tokens = shlex.split(args)
                 if any(t.startswith("--") for t in tokens):
@@ -91,6 +100,8 @@ class LocalImage:
         return out
 
     def container_env(self, venv_bin: Path | None = None) -> dict[str, str]:
-        """The image's environment plus ``PATH`` (this venv first) and :data:`LOCAL_ENV`."""
+        """The image's environment and :data:`LOCAL_ENV`, with ``PATH`` = this venv first, then the system's (the
+        image's own ``PATH`` names where the image keeps its interpreter, which this machine does not have)."""
         venv = venv_bin or Path(sys.executable).parent
-        return {"PATH": f"{venv}:{SYSTEM_PATH}", "HOME": "/root", **self.env, **LOCAL_ENV}
+        env = {k: v for k, v in self.env.items() if k != "PATH"}
+        return {"HOME": "/root", **env, **LOCAL_ENV, "PATH": f"{venv}:{SYSTEM_PATH}"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from platform_config import INSTANCE_TYPES, instance_type
+from platform_config.instance_types import system_instance_type
 
 
 def test_p5_has_32_cards_efa_on_card0_efa_only_elsewhere() -> None:
@@ -28,3 +29,18 @@ def test_pod_requests_fit_inside_the_instance() -> None:
 def test_unknown_type_lists_allowed() -> None:
     with pytest.raises(ValueError, match=r"allowed: p4de\.24xlarge, p5\.48xlarge"):
         instance_type("g6.xlarge")
+
+
+@pytest.mark.parametrize(
+    ("name", "vcpus", "memory_gib"),
+    [("m6i.xlarge", 4, 16), ("c6i.2xlarge", 8, 16), ("r7i.large", 2, 16), ("m5.8xlarge", 32, 128)],
+)
+def test_system_instance_sizes(name: str, vcpus: int, memory_gib: int) -> None:
+    spec = system_instance_type(name)
+    assert (spec.vcpus, spec.memory_gib) == (vcpus, memory_gib)
+
+
+@pytest.mark.parametrize("name", ["t3.micro", "m6i.metal", "p5.48xlarge", "m6i"])
+def test_unknown_system_type_lists_families_and_sizes(name: str) -> None:
+    with pytest.raises(ValueError, match=r"not a known system-node type; allowed: <family>\.<size> with family in m5"):
+        system_instance_type(name)

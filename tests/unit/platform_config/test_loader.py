@@ -74,3 +74,14 @@ def test_deep_merge_does_not_mutate_inputs() -> None:
     merged = deep_merge(base, {"a": {"b": 2}})
     assert merged == {"a": {"b": 2, "c": [1]}}
     assert base == {"a": {"b": 1, "c": [1]}}
+
+
+def test_cross_field_errors_name_their_fields_without_a_root_marker(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("environment_kind: deploy\ncluster: {endpoint_access: private}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"invalid configuration ({path}, environment 'default'):"
+    assert lines[1].startswith("  - cluster.admin_principal_arn is required with environment_kind 'deploy'")
+    assert "<root>" not in str(err.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from platform_config import MODE_LAYERS, ConfigError, ProjectConfig, RecoveryMode, config_from_dict
+from platform_config.versions import DEFAULT_ADDON_VERSIONS, MANAGED_ADDONS, SUPPORTED_KUBERNETES_MINORS
 
 
 def _error(data: dict) -> str:
@@ -24,8 +25,8 @@ def test_defaults_are_valid_and_documented_values() -> None:
 @pytest.mark.parametrize(
     ("data", "field", "fragment"),
     [
-        ({"cluster": {"kubernetes_version": "1.27"}}, "cluster.kubernetes_version", "1.28 or newer"),
-        ({"cluster": {"kubernetes_version": "1.99"}}, "cluster.kubernetes_version", "supports up to"),
+        ({"cluster": {"kubernetes_version": "1.31"}}, "cluster.kubernetes_version", "one of 1.32 .. 1.36"),
+        ({"cluster": {"kubernetes_version": "1.99"}}, "cluster.kubernetes_version", "one of 1.32 .. 1.36"),
         ({"cluster": {"kubernetes_version": "latest"}}, "cluster.kubernetes_version", "1.NN"),
         ({"gpu_nodes": {"instance_type": "g5.48xlarge"}}, "gpu_nodes.instance_type", "p5.48xlarge"),
         ({"gpu_nodes": {"node_count": 0}}, "gpu_nodes.node_count", "greater than or equal to 1"),
@@ -33,7 +34,46 @@ def test_defaults_are_valid_and_documented_values() -> None:
         ({"storage": {"fsx_capacity_gib": 3000}}, "storage.fsx_capacity_gib", "1200, 2400"),
         ({"storage": {"fsx_capacity_gib": 1000}}, "storage.fsx_capacity_gib", "1200, 2400"),
         ({"helm": {"nvidia_device_plugin": "0.19.2"}}, "helm.nvidia_device_plugin", "0.19.3"),
-        ({"helm": {"efa_device_plugin": "0.5.9"}}, "helm.efa_device_plugin", "0.5.10"),
+        ({"helm": {"efa_device_plugin": "0.5.9"}}, "helm.efa_device_plugin", "v0.5.10"),
+        ({"helm": {"node_termination_handler": "latest"}}, "helm.node_termination_handler", "MAJOR.MINOR.PATCH"),
+        (
+            {"cluster": {"addon_versions": {"coredns": "1.11"}}},
+            "cluster.addon_versions",
+            "coredns version '1.11' must look like 'v1.2.3-eksbuild.1'",
+        ),
+        ({"cluster": {"addon_versions": {"metrics-server": "v1.0.0-eksbuild.1"}}}, "cluster.addon_versions", "unknown"),
+        ({"cluster": {"admin_principal_arn": "alice"}}, "cluster.admin_principal_arn", "IAM role or user ARN"),
+        (
+            {"cluster": {"admin_principal_arn": "arn:aws:sts::111122223333:assumed-role/Admin/alice"}},
+            "cluster.admin_principal_arn",
+            "not the sts session ARN",
+        ),
+        ({"cluster": {"system_node_instance_type": "t3.micro"}}, "cluster.system_node_instance_type", "m6i"),
+        ({"cluster": {"public_access_cidrs": ["10.0.0.0/33"]}}, "cluster", "not an IPv4 CIDR"),
+        (
+            {
+                "image": {
+                    "base_image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.9.0-gpu-py312-ec2"
+                }
+            },
+            "image.base_image",
+            "private ECR registry",
+        ),
+        ({"image": {"base_image": "nvcr.io/nvidia/cuda:latest"}}, "image.base_image", "explicit tag"),
+        ({"image": {"base_image": "ubuntu"}}, "image.base_image", "explicit tag"),
+        ({"image": {"ubuntu_snapshot": "2026-11-15"}}, "image.ubuntu_snapshot", "pattern"),
+        (
+            {"gpu_nodes": {"capacity": {"type": "on-demand", "start": "2027-01-04T11:30:00Z"}}},
+            "gpu_nodes.capacity",
+            "only allowed with capacity-block",
+        ),
+        (
+            {"gpu_nodes": {"capacity": {"scale_in_minutes_before_end": 30}}},
+            "gpu_nodes.capacity.scale_in_minutes_before_end",
+            "greater than or equal to 31",
+        ),
+        ({"dataset_prep": {"active_deadline_seconds": 10}}, "dataset_prep.active_deadline_seconds", "60"),
+        ({"environment_kind": "staging"}, "environment_kind", "'demo' or 'deploy'"),
         ({"gpu_nodes": {"capacity": {"type": "capacity-block"}}}, "gpu_nodes.capacity", "reservation_id"),
         ({"inprocess": {"soft_timeout_s": 40, "hard_timeout_s": 30}}, "inprocess", "soft_timeout_s < hard_timeout_s"),
         ({"job": {"inprocess_store_port": 29500}}, "job", "must differ from rendezvous_port"),
@@ -84,3 +124,132 @@ def test_config_is_immutable() -> None:
     cfg = ProjectConfig()
     with pytest.raises(Exception, match="frozen"):
         cfg.cluster.name = "other"  # type: ignore[misc]
+
+
+BLOCK = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}
+ADMIN = "arn:aws:iam::111122223333:role/Admin"
+
+
+def test_capacity_block_needs_its_window() -> None:
+    assert "needs start and end" in _error({"gpu_nodes": {"capacity": BLOCK}})
+    message = _error(
+        {"gpu_nodes": {"capacity": {**BLOCK, "start": "2027-01-04T11:30:00", "end": "2027-01-05T11:30:00Z"}}}
+    )
+    assert "gpu_nodes.capacity.start: Input should have timezone info" in message
+    short = {**BLOCK, "start": "2027-01-04T11:30:00Z", "end": "2027-01-04T12:00:00Z"}
+    assert "minus scale_in_minutes_before_end (60) must be after start 2027-01-04T11:30:00+00:00" in _error(
+        {"gpu_nodes": {"capacity": short}}
+    )
+
+
+def test_capacity_block_group_starts_empty() -> None:
+    window = {**BLOCK, "start": "2027-01-04T11:30:00Z", "end": "2027-01-18T11:30:00Z"}
+    message = _error({"gpu_nodes": {"min_nodes": 1, "capacity": window}})
+    assert "- gpu_nodes: min_nodes must be 0 with a Capacity Block (got 1)" in message
+
+
+def test_capacity_block_scale_in_time_and_placement_group() -> None:
+    cap = config_from_dict(
+        {"gpu_nodes": {"capacity": {**BLOCK, "start": "2027-01-04T11:30:00Z", "end": "2027-01-18T11:30:00Z"}}}
+    ).gpu_nodes.capacity
+    assert cap.scale_in_at is not None and cap.scale_in_at.isoformat() == "2027-01-18T10:30:00+00:00"
+    assert cap.placement_group is False
+    assert ProjectConfig().gpu_nodes.capacity.placement_group is True
+    odcr = {"type": "capacity-reservation", "reservation_id": "cr-0123456789abcdef0"}
+    assert config_from_dict({"gpu_nodes": {"capacity": odcr}}).gpu_nodes.capacity.placement_group is False
+
+
+def test_demo_is_the_default_kind_and_keeps_the_placeholder_access() -> None:
+    cfg = ProjectConfig()
+    assert cfg.environment_kind == "demo"
+    assert cfg.cluster.public_access_cidrs == ["203.0.113.0/24"] and cfg.cluster.admin_principal_arn is None
+
+
+def test_deploy_requires_an_admin_principal() -> None:
+    message = _error({"environment_kind": "deploy", "cluster": {"public_access_cidrs": ["198.18.0.0/24"]}})
+    assert "  - cluster.admin_principal_arn is required with environment_kind 'deploy' (got null)" in message
+
+
+@pytest.mark.parametrize("cidr", ["203.0.113.0/24", "203.0.113.7/32", "192.0.2.0/24", "198.51.100.0/25"])
+def test_deploy_refuses_documentation_cidrs(cidr: str) -> None:
+    message = _error(
+        {"environment_kind": "deploy", "cluster": {"admin_principal_arn": ADMIN, "public_access_cidrs": [cidr]}}
+    )
+    assert f"cluster.public_access_cidrs entry '{cidr}' is a documentation range (RFC 5737" in message
+
+
+def test_deploy_with_real_access_settings_is_valid() -> None:
+    public = config_from_dict(
+        {
+            "environment_kind": "deploy",
+            "cluster": {"admin_principal_arn": ADMIN, "public_access_cidrs": ["198.18.0.0/24"]},
+        }
+    )
+    assert public.cluster.admin_principal_arn == ADMIN
+    # a range that merely contains a documentation block is a real (if wide) choice, not a placeholder
+    wide = {
+        "environment_kind": "deploy",
+        "cluster": {"admin_principal_arn": ADMIN, "public_access_cidrs": ["0.0.0.0/0"]},
+    }
+    assert config_from_dict(wide).cluster.public_access_cidrs == ["0.0.0.0/0"]
+    # a private endpoint never uses the CIDRs, so the inherited placeholder does not matter there
+    private = config_from_dict(
+        {"environment_kind": "deploy", "cluster": {"admin_principal_arn": ADMIN, "endpoint_access": "private"}}
+    )
+    assert private.cluster.public_access_cidrs == ["203.0.113.0/24"]
+
+
+@pytest.mark.parametrize("minor", SUPPORTED_KUBERNETES_MINORS)
+def test_every_supported_version_pins_every_addon_for_its_minor(minor: int) -> None:
+    cfg = config_from_dict({"cluster": {"kubernetes_version": f"1.{minor}"}})
+    assert cfg.cluster.addon_versions == DEFAULT_ADDON_VERSIONS[minor]
+    assert set(cfg.cluster.addon_versions) == set(MANAGED_ADDONS)
+    assert cfg.cluster.addon_versions["kube-proxy"].startswith(f"v1.{minor}.")
+
+
+def test_single_addon_override_keeps_the_other_pins() -> None:
+    cfg = config_from_dict({"cluster": {"addon_versions": {"coredns": "v1.14.9-eksbuild.1"}}})
+    assert cfg.cluster.addon_versions == {**DEFAULT_ADDON_VERSIONS[36], "coredns": "v1.14.9-eksbuild.1"}
+
+
+def test_kube_proxy_must_match_the_cluster_minor() -> None:
+    message = _error(
+        {"cluster": {"kubernetes_version": "1.33", "addon_versions": {"kube-proxy": "v1.36.0-eksbuild.21"}}}
+    )
+    assert "kube-proxy 'v1.36.0-eksbuild.21' is for Kubernetes 1.36, not kubernetes_version '1.33'" in message
+
+
+def test_an_unsupported_version_is_the_only_error() -> None:
+    message = _error({"cluster": {"kubernetes_version": "1.29"}})
+    assert message.count("\n  - ") == 1 and "cluster.kubernetes_version" in message
+
+
+def test_dataset_prep_must_fit_half_a_system_node() -> None:
+    message = _error({"dataset_prep": {"cpu": 2, "memory_gib": 9}})
+    assert "more than half of a m6i.xlarge system node (4 vCPUs, 16 GiB): allowed up to 2 CPU / 8 GiB" in message
+    big = config_from_dict(
+        {"cluster": {"system_node_instance_type": "m6i.2xlarge"}, "dataset_prep": {"cpu": 4, "memory_gib": 16}}
+    )
+    assert big.dataset_prep.cpu == 4
+
+
+def test_helm_charts_are_pinned() -> None:
+    helm = ProjectConfig().helm
+    assert (helm.nvidia_device_plugin, helm.efa_device_plugin, helm.node_termination_handler) == (
+        "0.19.3",
+        "v0.5.30",
+        "0.27.6",
+    )
+
+
+def test_image_pins_what_the_gpu_runs_proved() -> None:
+    image = ProjectConfig().image
+    assert (image.torch_version, image.cuda_version, image.nccl_version, image.python_version) == (
+        "2.11.0",
+        "13.0",
+        "2.28.9",
+        "3.12",
+    )
+    assert image.base_image == "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04"
+    digest = "nvcr.io/nvidia/cuda@sha256:" + "0" * 64
+    assert config_from_dict({"image": {"base_image": digest}}).image.base_image == digest

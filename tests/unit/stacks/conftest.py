@@ -13,7 +13,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from platform_config import ProjectConfig, load_config
-from stacks.platform_app import Platform, build_platform, cdk_json_context
+from stacks.platform_app import NOW_CONTEXT_KEY, Platform, build_platform, cdk_json_context
 
 GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden"
 #: ``UPDATE_GOLDEN=1 pytest tests/unit/stacks`` rewrites the golden files instead of comparing.
@@ -37,9 +37,13 @@ class Synthesized:
         return self.assembly.get_stack_by_name(stack.stack_name).template  # type: ignore[attr-defined]
 
 
+#: The planning time of the test syntheses (before prod's Capacity Block starts), so templates do not follow the clock.
+NOW = "2026-12-01T00:00:00Z"
+
+
 def new_app(outdir: Path, **context: object) -> cdk.App:
-    """An App with cdk.json's context (feature flags), plus ``context``: what ``cdk synth`` ships."""
-    return cdk.App(context={**cdk_json_context(), **context}, outdir=str(outdir))
+    """An App with cdk.json's context (feature flags) and a fixed ``now``, plus ``context``."""
+    return cdk.App(context={**cdk_json_context(), NOW_CONTEXT_KEY: NOW, **context}, outdir=str(outdir))
 
 
 def synthesize(env: str, outdir: Path) -> Synthesized:

@@ -22,9 +22,11 @@ def test_the_five_addons(any_env: Synthesized) -> None:
     }
 
 
-def test_versions_default_to_eks_defaults(default_env: Synthesized) -> None:
-    for name, (_, addon) in addons_by_name(default_env).items():
-        assert "AddonVersion" not in addon["Properties"], name
+def test_every_addon_is_pinned_to_the_config(any_env: Synthesized) -> None:
+    """All six add-ons (the Pod Identity agent that aws_eks_v2 creates and the CloudWatch one included)."""
+    found = {name: addon["Properties"].get("AddonVersion") for name, (_, addon) in addons_by_name(any_env).items()}
+    assert found == any_env.cfg.cluster.addon_versions
+    assert found["kube-proxy"] == "v1.36.0-eksbuild.21"
 
 
 def test_fsx_csi_driver_gets_pod_identity_role(default_env: Synthesized) -> None:
@@ -44,11 +46,11 @@ def test_cni_before_nodes_and_coredns_after(default_env: Synthesized) -> None:
     tpl = default_env.template_json(default_env.platform.cluster)
     addons = addons_by_name(default_env)
     ((ng_id, ng),) = resources(tpl, "AWS::EKS::Nodegroup").items()
-    ((_, asg),) = resources(tpl, "AWS::AutoScaling::AutoScalingGroup").items()
     for name in ("vpc-cni", "kube-proxy"):
         assert addons[name][0] in ng["DependsOn"]
-        assert addons[name][0] in asg["DependsOn"]
     assert ng_id in addons["coredns"][1]["DependsOn"]
+    # the GPU group lives in its own stack, deployed after the whole cluster stack (add-ons included)
+    assert default_env.platform.cluster in default_env.platform.gpu.dependencies
 
 
 def test_addon_conflicts_overwrite(default_env: Synthesized) -> None:

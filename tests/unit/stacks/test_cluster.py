@@ -10,6 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Template
 
 from platform_config import config_from_dict
+from platform_config.versions import SUPPORTED_KUBERNETES_MINORS
 from stacks.cluster import ClusterConfigError, EksCluster, EksClusterProps, kubectl_layer
 from tests.unit.stacks.conftest import Synthesized, new_app, only, resources
 
@@ -57,9 +58,25 @@ def test_kubectl_layer_matches_version(default_env: Synthesized) -> None:
 
 
 def test_missing_kubectl_layer_names_the_field() -> None:
-    cfg = config_from_dict({"cluster": {"kubernetes_version": "1.30"}})
+    # The configuration accepts only minors whose layer is pinned; model_copy skips validation to reach this guard.
+    base = config_from_dict({})
+    cfg = base.model_copy(update={"cluster": base.cluster.model_copy(update={"kubernetes_version": "1.30"})})
     with pytest.raises(ClusterConfigError, match=r"cluster.kubernetes_version '1.30'.*lambda-layer-kubectl-v30"):
         kubectl_layer(cdk.Stack(cdk.App()), cfg)
+
+
+@pytest.mark.parametrize("minor", SUPPORTED_KUBERNETES_MINORS)
+def test_every_accepted_version_synthesizes(tmp_path, minor: int) -> None:
+    """The control plane of every minor the configuration accepts synthesizes with its own kubectl layer."""
+    cfg = config_from_dict({"cluster": {"kubernetes_version": f"1.{minor}"}})
+    stack = cdk.Stack(new_app(tmp_path), "T", env=cdk.Environment(region="us-east-1"))
+    vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-east-1a", "us-east-1b"])
+    EksCluster(stack, "Eks", EksClusterProps(cfg=cfg, vpc=vpc, subnets=list(vpc.private_subnets)))
+    template = Template.from_stack(stack).to_json()
+    (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::Cluster"]
+    assert cluster["Properties"]["Version"] == f"1.{minor}"
+    layers = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::LayerVersion"]
+    assert any(f"kubectl 1.{minor}." in str(r["Properties"].get("Description", "")) for r in layers), layers
 
 
 def test_admin_principal_gets_cluster_admin_access_entry(tmp_path) -> None:

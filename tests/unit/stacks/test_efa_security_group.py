@@ -6,7 +6,7 @@ from tests.unit.stacks.conftest import Synthesized, resources
 
 
 def test_self_ingress_and_egress_all_protocols(default_env: Synthesized) -> None:
-    stack = default_env.platform.cluster
+    stack = default_env.platform.gpu
     sg_id = stack.get_logical_id(stack.efa.security_group.node.default_child)
     tpl = default_env.template_json(stack)
     sg = tpl["Resources"][sg_id]["Properties"]
@@ -31,7 +31,7 @@ def test_self_ingress_and_egress_all_protocols(default_env: Synthesized) -> None
 
 
 def test_gpu_interfaces_carry_cluster_and_efa_groups(default_env: Synthesized) -> None:
-    stack = default_env.platform.cluster
+    stack = default_env.platform.gpu
     sg_id = stack.get_logical_id(stack.efa.security_group.node.default_child)
     lt = next(iter(resources(default_env.template_json(stack), "AWS::EC2::LaunchTemplate").values()))
     groups = lt["Properties"]["LaunchTemplateData"]["NetworkInterfaces"][0]["Groups"]

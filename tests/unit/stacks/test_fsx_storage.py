@@ -36,23 +36,60 @@ def test_invalid_capacity_names_the_field(bad: int) -> None:
 
 def test_same_subnet_as_gpu_nodes(any_env: Synthesized) -> None:
     """The file system's subnet is the one subnet of the GPU Auto Scaling group (same AZ, no cross-AZ traffic)."""
-    asg = only(any_env.template_json(any_env.platform.cluster), "AWS::AutoScaling::AutoScalingGroup")["Properties"]
+    asg = only(any_env.template_json(any_env.platform.gpu), "AWS::AutoScaling::AutoScalingGroup")["Properties"]
     (asg_subnet,) = asg["VPCZoneIdentifier"]
     (fs_subnet,) = fs_props(any_env)["SubnetIds"]
     if isinstance(asg_subnet, str):  # imported subnet: literal id on both sides
         assert fs_subnet == asg_subnet == any_env.cfg.network.gpu_subnet_id
-    else:  # created subnet: the storage stack reads the very subnet the ASG references
-        assert asg_subnet["Ref"] in json.dumps(fs_subnet)
+    else:  # created subnet: both stacks read the very same subnet from the cluster stack's outputs
+        assert json.dumps(asg_subnet) == json.dumps(fs_subnet)
 
 
-def test_lustre_ports_open_from_gpu_node_security_group(default_env: Synthesized) -> None:
-    tpl = default_env.template_json(default_env.platform.storage)
+def lustre_rules(env: Synthesized) -> tuple[list[dict], str]:
+    tpl = env.template_json(env.platform.storage)
     rules = [r["Properties"] for r in resources(tpl, "AWS::EC2::SecurityGroupIngress").values()]
-    efa_sg = default_env.platform.cluster.get_logical_id(
-        default_env.platform.cluster.efa.security_group.node.default_child
-    )
-    from_nodes = {(r["FromPort"], r["ToPort"]) for r in rules if efa_sg in json.dumps(r.get("SourceSecurityGroupId"))}
-    assert from_nodes == {(988, 1023)}  # 988 and the LNet ports 1018-1023 (aws_fsx's default range)
+    fsx_sg = {"Fn::GetAtt": [next(k for k in resources(tpl, "AWS::EC2::SecurityGroup")), "GroupId"]}
+    return rules, json.dumps(fsx_sg)
+
+
+def test_lustre_rules_both_ways_with_the_cluster_security_group(any_env: Synthesized) -> None:
+    """TCP 988 and 1018-1023 from the clients to the file system and from the file system back to the clients."""
+    rules, fsx_sg = lustre_rules(any_env)
+    client = "ClusterSecurityGroupId"  # on the system nodes (EKS attaches it) and every GPU interface
+    to_servers = {
+        (r["FromPort"], r["ToPort"])
+        for r in rules
+        if json.dumps(r["GroupId"]) == fsx_sg and client in json.dumps(r["SourceSecurityGroupId"])
+    }
+    to_clients = {
+        (r["FromPort"], r["ToPort"])
+        for r in rules
+        if client in json.dumps(r["GroupId"]) and json.dumps(r["SourceSecurityGroupId"]) == fsx_sg
+    }
+    assert to_servers == to_clients == {(988, 988), (1018, 1023)}
+    assert all(r["IpProtocol"] == "tcp" for r in rules)
+
+
+def test_every_node_group_that_mounts_fsx_carries_the_client_group(any_env: Synthesized) -> None:
+    lt = only(any_env.template_json(any_env.platform.gpu), "AWS::EC2::LaunchTemplate")["Properties"]
+    for nic in lt["LaunchTemplateData"]["NetworkInterfaces"]:
+        assert any("ClusterSecurityGroupId" in json.dumps(g) for g in nic["Groups"])
+    ng = only(any_env.template_json(any_env.platform.cluster), "AWS::EKS::Nodegroup")["Properties"]
+    assert "LaunchTemplate" not in ng  # so EKS attaches the cluster security group to the system nodes
+
+
+def test_namespace_pod_security_and_service_account_without_token() -> None:
+    cfg = load_config()
+    labels = training_namespace(cfg)["metadata"]["labels"]
+    assert labels == {
+        "pod-security.kubernetes.io/enforce": "privileged",
+        "pod-security.kubernetes.io/enforce-version": "v1.36",
+        "pod-security.kubernetes.io/warn": "baseline",
+        "pod-security.kubernetes.io/warn-version": "v1.36",
+        "pod-security.kubernetes.io/audit": "baseline",
+        "pod-security.kubernetes.io/audit-version": "v1.36",
+    }
+    assert training_service_account(cfg)["automountServiceAccountToken"] is False
 
 
 def test_pv_and_pvc_from_file_system_attributes(default_env: Synthesized) -> None:

@@ -6,11 +6,11 @@ import pytest
 
 from platform_config import INSTANCE_TYPES, config_from_dict
 from stacks.gpu_node_group import IMDS_HOP_LIMIT, capacity_options, gpu_ami_parameter_name, network_interfaces
-from tests.unit.stacks.conftest import Synthesized, only
+from tests.unit.stacks.conftest import Synthesized, only, resources
 
 
 def lt_data(env: Synthesized) -> dict:
-    return only(env.template_json(env.platform.cluster), "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    return only(env.template_json(env.platform.gpu), "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
 
 
 def test_p5_has_32_interfaces_with_exact_types_and_indices(default_env: Synthesized) -> None:
@@ -22,6 +22,8 @@ def test_p5_has_32_interfaces_with_exact_types_and_indices(default_env: Synthesi
     for n in nics:
         assert n["DeleteOnTermination"] is True
         assert len(n["Groups"]) == 2  # cluster security group + EFA security group
+    assert nics[0]["AssociatePublicIpAddress"] is False  # the primary interface says it explicitly
+    assert all("AssociatePublicIpAddress" not in n for n in nics[1:])
 
 
 @pytest.mark.parametrize(("name", "cards"), [(n, t.efa_cards) for n, t in INSTANCE_TYPES.items()])
@@ -36,13 +38,14 @@ def test_launch_template_has_no_top_level_security_groups(default_env: Synthesiz
     assert "SecurityGroupIds" not in data and "SecurityGroups" not in data  # EC2 rejects them with NetworkInterfaces
 
 
-def test_imdsv2_required(any_env: Synthesized) -> None:
+def test_imdsv2_required_and_out_of_reach_of_pods(any_env: Synthesized) -> None:
     md = lt_data(any_env)["MetadataOptions"]
-    assert md == {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": IMDS_HOP_LIMIT}
+    assert md == {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1}
+    assert IMDS_HOP_LIMIT == 1
 
 
-def test_cluster_placement_group(default_env: Synthesized) -> None:
-    tpl = default_env.template_json(default_env.platform.cluster)
+def test_on_demand_gets_a_cluster_placement_group(default_env: Synthesized) -> None:
+    tpl = default_env.template_json(default_env.platform.gpu)
     pgs = [v for v in tpl["Resources"].values() if v["Type"] == "AWS::EC2::PlacementGroup"]
     assert [p["Properties"]["Strategy"] for p in pgs] == ["cluster"]
     pg_id = next(k for k, v in tpl["Resources"].items() if v["Type"] == "AWS::EC2::PlacementGroup")
@@ -60,8 +63,14 @@ def test_encrypted_gp3_root_volume(default_env: Synthesized) -> None:
     }
 
 
+def test_capacity_block_has_no_placement_group(prod_env: Synthesized) -> None:
+    tpl = prod_env.template_json(prod_env.platform.gpu)
+    assert not resources(tpl, "AWS::EC2::PlacementGroup")
+    assert "Placement" not in lt_data(prod_env)
+
+
 def test_ami_from_ssm_at_deploy_time(any_env: Synthesized) -> None:
-    tpl = any_env.template_json(any_env.platform.cluster)
+    tpl = any_env.template_json(any_env.platform.gpu)
     image = lt_data(any_env)["ImageId"]
     param = tpl["Parameters"][image["Ref"]]
     assert param["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
@@ -70,15 +79,45 @@ def test_ami_from_ssm_at_deploy_time(any_env: Synthesized) -> None:
 
 
 def test_asg_sizes_subnet_and_tags(any_env: Synthesized) -> None:
-    tpl = any_env.template_json(any_env.platform.cluster)
+    tpl = any_env.template_json(any_env.platform.gpu)
     asg = only(tpl, "AWS::AutoScaling::AutoScalingGroup")["Properties"]
     nodes = any_env.cfg.gpu_nodes
-    assert (asg["MinSize"], asg["DesiredCapacity"], asg["MaxSize"]) == tuple(
-        str(v) for v in (nodes.min_nodes, nodes.node_count, nodes.max_nodes)
-    )
+    assert (asg["MinSize"], asg["MaxSize"]) == (str(nodes.min_nodes), str(nodes.max_nodes))
     assert len(asg["VPCZoneIdentifier"]) == 1
     owned = {"Key": f"kubernetes.io/cluster/{any_env.cfg.cluster.name}", "Value": "owned", "PropagateAtLaunch": True}
     assert owned in asg["Tags"]
+    managed = {"Key": "aws-node-termination-handler/managed", "Value": "true", "PropagateAtLaunch": True}
+    assert managed in asg["Tags"]
+
+
+def test_on_demand_desired_is_node_count(default_env: Synthesized) -> None:
+    asg = only(default_env.template_json(default_env.platform.gpu), "AWS::AutoScaling::AutoScalingGroup")
+    assert asg["Properties"]["DesiredCapacity"] == "2"
+
+
+def test_capacity_block_starts_at_zero_before_the_block(prod_env: Synthesized) -> None:
+    asg = only(prod_env.template_json(prod_env.platform.gpu), "AWS::AutoScaling::AutoScalingGroup")["Properties"]
+    assert "DesiredCapacity" not in asg and asg["MinSize"] == "0"  # a new group starts at MinSize = 0
+
+
+def test_update_policy_one_node_at_a_time_and_keeps_scheduled_sizes(any_env: Synthesized) -> None:
+    asg = only(any_env.template_json(any_env.platform.gpu), "AWS::AutoScaling::AutoScalingGroup")
+    assert asg["UpdatePolicy"] == {
+        "AutoScalingRollingUpdate": {
+            "MaxBatchSize": 1,
+            "MinInstancesInService": 0,
+            "PauseTime": "PT10M",
+            "SuspendProcesses": [
+                "HealthCheck",
+                "ReplaceUnhealthy",
+                "AZRebalance",
+                "AlarmNotification",
+                "ScheduledActions",
+            ],
+            "WaitOnResourceSignals": False,
+        },
+        "AutoScalingScheduledAction": {"IgnoreUnmodifiedGroupSizeProperties": True},
+    }
 
 
 def test_on_demand_has_no_reservation(default_env: Synthesized) -> None:
@@ -106,11 +145,9 @@ def test_capacity_reservation_without_market_type() -> None:
 
 
 def test_node_role_and_ec2_linux_access_entry(default_env: Synthesized) -> None:
-    t = default_env.template(default_env.platform.cluster)
-    role_id = default_env.platform.cluster.get_logical_id(
-        default_env.platform.cluster.gpu_nodes.role.node.default_child
-    )
-    role = default_env.template_json(default_env.platform.cluster)["Resources"][role_id]["Properties"]
+    t = default_env.template(default_env.platform.gpu)
+    role_id = default_env.platform.gpu.get_logical_id(default_env.platform.gpu.gpu_nodes.role.node.default_child)
+    role = default_env.template_json(default_env.platform.gpu)["Resources"][role_id]["Properties"]
     policies = " ".join(str(p) for p in role["ManagedPolicyArns"])
     for name in (
         "AmazonEKSWorkerNodePolicy",
@@ -124,7 +161,7 @@ def test_node_role_and_ec2_linux_access_entry(default_env: Synthesized) -> None:
     )
     entry = next(
         v
-        for v in default_env.template_json(default_env.platform.cluster)["Resources"].values()
+        for v in default_env.template_json(default_env.platform.gpu)["Resources"].values()
         if v["Type"] == "AWS::EKS::AccessEntry" and v["Properties"].get("Type") == "EC2_LINUX"
     )
     assert "AccessPolicies" not in entry["Properties"] or entry["Properties"]["AccessPolicies"] == []

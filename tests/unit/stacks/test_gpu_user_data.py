@@ -35,11 +35,13 @@ def render_intrinsics(value: object) -> str:
         return "{{Ref " + arg + "}}"
     if fn == "Fn::GetAtt":
         return "{{GetAtt " + ".".join(arg) + "}}"
+    if fn == "Fn::GetStackOutput":
+        return "{{StackOutput " + arg["StackName"] + "." + arg["OutputName"] + "}}"
     raise AssertionError(f"unexpected intrinsic {fn}")
 
 
 def rendered_user_data(env: Synthesized) -> str:
-    lt = only(env.template_json(env.platform.cluster), "AWS::EC2::LaunchTemplate")
+    lt = only(env.template_json(env.platform.gpu), "AWS::EC2::LaunchTemplate")
     return render_intrinsics(lt["Properties"]["LaunchTemplateData"]["UserData"])
 
 
@@ -61,11 +63,16 @@ def test_taints_and_tolerations_come_from_config() -> None:
         {"key": "a/b", "operator": "Exists", "effect": "NoExecute"},
         {"key": "c", "operator": "Exists", "effect": "NoSchedule"},
     ]
-    assert (
-        node_config(cfg, CONN)["spec"]["kubelet"]["flags"][-1] == "--register-with-taints=a/b:NoExecute,c=d:NoSchedule"
-    )
+    kubelet = node_config(cfg, CONN)["spec"]["kubelet"]
+    assert kubelet["config"] == {
+        "registerWithTaints": [
+            {"key": "a/b", "effect": "NoExecute"},
+            {"key": "c", "value": "d", "effect": "NoSchedule"},
+        ]
+    }
+    assert not any("taints" in f for f in kubelet["flags"])  # the deprecated kubelet flag is gone
     untainted = config_from_dict({"gpu_nodes": {"node_taints": []}})
-    assert not any("taints" in f for f in node_config(untainted, CONN)["spec"]["kubelet"]["flags"])
+    assert "config" not in node_config(untainted, CONN)["spec"]["kubelet"]
 
 
 def test_mime_document_carries_one_nodeconfig_part() -> None:
@@ -86,17 +93,23 @@ def test_mime_document_carries_one_nodeconfig_part() -> None:
     assert spec["instance"]["localStorage"]["strategy"] == "RAID0"
     flags = spec["kubelet"]["flags"]
     labels = ",".join(f"{k}={v}" for k, v in gpu_node_labels(cfg).items())
-    assert flags == [f"--node-labels={labels}", "--register-with-taints=nvidia.com/gpu=true:NoSchedule"]
+    assert flags == [f"--node-labels={labels}"]
+    assert spec["kubelet"]["config"] == {
+        "registerWithTaints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+    }
 
 
 def test_user_data_in_template_references_the_cluster(default_env: Synthesized) -> None:
     text = rendered_user_data(default_env)
     doc = yaml.safe_load(email.message_from_string(text).get_payload()[0].get_payload())
     cluster = doc["spec"]["cluster"]
-    assert cluster["apiServerEndpoint"].startswith("{{GetAtt EksCluster") and cluster["apiServerEndpoint"].endswith(
-        ".Endpoint}}"
+    # the GPU stack reads them from the cluster stack's outputs (Fn::GetStackOutput)
+    prefix = "{{StackOutput " + default_env.platform.cluster.stack_name + ".PublishOutputFnGetAttEksCluster"
+    assert cluster["apiServerEndpoint"].startswith(prefix) and "Endpoint" in cluster["apiServerEndpoint"]
+    assert (
+        cluster["certificateAuthority"].startswith(prefix)
+        and "CertificateAuthorityData" in cluster["certificateAuthority"]
     )
-    assert cluster["certificateAuthority"].endswith(".CertificateAuthorityData}}")
     assert cluster["cidr"] == default_env.cfg.cluster.service_ipv4_cidr
 
 

@@ -7,10 +7,10 @@ from tests.unit.stacks.conftest import Synthesized, resources
 
 
 def test_both_node_groups_use_the_node_role(default_env: Synthesized) -> None:
-    tpl = default_env.template_json(default_env.platform.cluster)
     node_roles = [
         r["Properties"]
-        for r in resources(tpl, "AWS::IAM::Role").values()
+        for stack in (default_env.platform.cluster, default_env.platform.gpu)  # system nodes, GPU nodes
+        for r in resources(default_env.template_json(stack), "AWS::IAM::Role").values()
         if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
     ]
     assert len(node_roles) == 2

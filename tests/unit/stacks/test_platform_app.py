@@ -2,27 +2,41 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
+import aws_cdk as cdk
 import pytest
 import yaml
 
 from platform_config import ConfigError
 from platform_config.loader import DEFAULT_CONFIG_PATH
-from stacks.platform_app import build_platform, cdk_json_context, config_for, environment_name
+from stacks.platform_app import build_platform, cdk_json_context, config_for, environment_name, planning_time
 from tests.unit.stacks.conftest import Synthesized, new_app
 
 
-def test_three_stacks_named_after_the_cluster(any_env: Synthesized) -> None:
+def test_four_stacks_named_after_the_cluster(any_env: Synthesized) -> None:
     name = any_env.cfg.cluster.name
     p = any_env.platform
-    assert [p.cluster.stack_name, p.storage.stack_name, p.image.stack_name] == [
-        f"{name}-cluster",
-        f"{name}-storage",
-        f"{name}-image",
-    ]
-    for stack in (p.cluster, p.storage, p.image):
+    assert [s.stack_name for s in p.stacks] == [f"{name}-cluster", f"{name}-gpu", f"{name}-storage", f"{name}-image"]
+    for stack in p.stacks:
         assert stack.region == any_env.cfg.aws.region
+
+
+def test_no_template_holds_both_the_cluster_and_gpu_capacity(any_env: Synthesized) -> None:
+    for stack in any_env.platform.stacks:
+        kinds = {r["Type"] for r in any_env.template_json(stack)["Resources"].values()}
+        assert not {"AWS::EKS::Cluster", "AWS::AutoScaling::AutoScalingGroup"} <= kinds, stack.stack_name
+    gpu = {r["Type"] for r in any_env.template_json(any_env.platform.gpu)["Resources"].values()}
+    assert "AWS::AutoScaling::AutoScalingGroup" in gpu and "AWS::EKS::Cluster" not in gpu
+
+
+def test_planning_time_comes_from_context_or_the_clock(tmp_path: Path) -> None:
+    app = new_app(tmp_path, now="2027-01-05T00:00:00Z")
+    assert planning_time(app) == datetime(2027, 1, 5, tzinfo=UTC)
+    assert planning_time(cdk.App(outdir=str(tmp_path / "x"))).tzinfo is not None
+    with pytest.raises(ValueError, match="needs a time zone"):
+        planning_time(new_app(tmp_path / "y", now="2027-01-05T00:00:00"))
 
 
 def test_prod_is_bound_to_its_account(prod_env: Synthesized) -> None:
@@ -71,8 +85,32 @@ def bad_config(tmp_path: Path, env: str, patch: dict) -> str:
         ("prod", {"gpu_nodes.capacity.reservation_id": None}, "gpu_nodes.capacity"),
         ("default", {"cluster.addon_versions": {"vpc-cni": "v1.18.0-eksbuild.1"}}, "cluster.addon_versions"),
         ("default", {"cluster.service_ipv4_cidr": "10.0.0.0/16"}, "cluster.service_ipv4_cidr"),
+        ("prod", {"cluster.admin_principal_arn": None}, "cluster.admin_principal_arn"),
+        ("prod", {"gpu_nodes.capacity.end": None}, "gpu_nodes.capacity"),
+        (
+            "default",
+            {"environment_kind": "deploy", "cluster.admin_principal_arn": "arn:aws:iam::111122223333:role/A"},
+            "cluster.public_access_cidrs",
+        ),
     ],
 )
 def test_bad_config_is_a_clear_error_naming_the_field(tmp_path: Path, env: str, patch: dict, field: str) -> None:
     message = bad_config(tmp_path, env, patch)
     assert field in message, message
+
+
+def test_every_addon_and_chart_in_every_template_is_pinned(any_env: Synthesized) -> None:
+    """No add-on or Helm release anywhere falls back to 'latest' or the EKS default."""
+    helm = any_env.cfg.helm
+    pinned_charts = {helm.nvidia_device_plugin, helm.efa_device_plugin, helm.node_termination_handler}
+    addons, charts = {}, {}
+    for stack in any_env.platform.stacks:
+        for resource in any_env.template_json(stack)["Resources"].values():
+            props = resource.get("Properties", {})
+            if resource["Type"] == "AWS::EKS::Addon":
+                addons[props["AddonName"]] = props.get("AddonVersion")
+            elif resource["Type"] == "Custom::AWSCDK-EKS-HelmChart":
+                charts[props["Chart"]] = props.get("Version")
+    assert addons == any_env.cfg.cluster.addon_versions
+    assert set(charts) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "aws-node-termination-handler"}
+    assert set(charts.values()) == pinned_charts

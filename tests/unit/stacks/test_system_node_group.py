@@ -16,7 +16,9 @@ def test_al2023_managed_nodegroup(any_env: Synthesized) -> None:
         "DesiredSize": c.system_node_count,
         "MaxSize": c.system_node_count + MAX_SURGE_NODES,
     }
-    assert ng["Labels"] == {"node-group": "system"}
+    assert ng["Labels"] == c.system_node_labels == {"node-group": "system"}
+    # No launch template: EKS attaches the cluster security group, which the FSx file system admits.
+    assert "LaunchTemplate" not in ng and "RemoteAccess" not in ng
     assert "Taints" not in ng
 
 

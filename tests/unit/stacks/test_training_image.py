@@ -3,40 +3,90 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-import pytest
-
-from platform_config import config_from_dict, load_config
-from stacks.training_image import DOCKERFILE, REPO_ROOT, build_args, runtime_pins
+from platform_config import ProjectConfig, config_from_dict, load_config
+from stacks.training_image import DOCKERFILE, REPO_ROOT, build_args
 from tests.unit.stacks.conftest import Synthesized
+
+TEXT = (REPO_ROOT / DOCKERFILE).read_text()
+
+
+def dockerfile_args() -> dict[str, str]:
+    return dict(re.findall(r"^ARG (\w+)=(\S+)$", TEXT, re.MULTILINE))
 
 
 def test_build_args_from_config() -> None:
     cfg = load_config()
-    args = build_args(cfg)
-    assert args["BASE_IMAGE"] == cfg.image.base_image
-    assert args["NVRX_VERSION"] == cfg.image.nvrx_version == "0.7.0"
-    assert "pydantic==" in args["RUNTIME_PACKAGES"] and "PyYAML==" in args["RUNTIME_PACKAGES"]
+    assert build_args(cfg) == {
+        "BASE_IMAGE": "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04",
+        "UBUNTU_SNAPSHOT": cfg.image.ubuntu_snapshot,
+        "EFA_INSTALLER_VERSION": "1.50.0",
+        "AWS_OFI_NCCL_VERSION": "1.21.1",
+        "PYTHON_VERSION": "3.12",
+        "TORCH_VERSION": "2.11.0",
+        "TORCH_CUDA_VERSION": "13.0",
+        "NCCL_VERSION": "2.28.9",
+        "NVRX_VERSION": "0.7.0",
+    }
 
 
-def test_runtime_pins_follow_requirements(tmp_path: Path) -> None:
-    req = tmp_path / "requirements.txt"
-    req.write_text(
-        "pydantic==9.9.9\nPyYAML==1.2.3  # comment\nother==1\nsafetensors==0.1\ntokenizers==0.2\nhuggingface_hub==0.3\n"
+def test_every_build_arg_is_declared_with_the_config_default() -> None:
+    """A manual ``docker build`` without arguments builds what the CDK asset builds."""
+    declared = dockerfile_args()
+    for name, value in build_args(ProjectConfig()).items():
+        assert declared.get(name) == value, name
+    assert TEXT.index("ARG BASE_IMAGE=") < TEXT.index("FROM ${BASE_IMAGE}")
+
+
+def test_base_image_is_public_ubuntu_2404() -> None:
+    base = dockerfile_args()["BASE_IMAGE"]
+    assert base.startswith("nvcr.io/nvidia/") and base.endswith("-ubuntu24.04")  # glibc 2.39, no registry login
+
+
+def test_apt_from_a_snapshot_and_efa_installer_signature_checked() -> None:
+    assert 'echo "APT::Snapshot \\"${UBUNTU_SNAPSHOT}\\";" > /etc/apt/apt.conf.d/50snapshot' in TEXT
+    assert "aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz.sig" in TEXT
+    assert "ARG EFA_KEY_FINGERPRINT=4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC" in TEXT
+    assert 'VALIDSIG .*${EFA_KEY_FINGERPRINT}"' in TEXT
+    assert "./efa_installer.sh -y -g --skip-kmod --skip-limit-conf --no-verify --disable-ngc" in TEXT
+
+
+def test_python_packages_only_from_the_hashed_lock() -> None:
+    assert "COPY image/requirements.txt image/launcher-flags.txt image/checks.py /opt/image/" in TEXT
+    assert (
+        "pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: -r /opt/image/requirements.txt"
+        in TEXT
     )
-    assert runtime_pins(req) == "pydantic==9.9.9 PyYAML==1.2.3 safetensors==0.1 tokenizers==0.2 huggingface_hub==0.3"
-    req.write_text("pydantic==9.9.9\nPyYAML==1.2.3\n")
-    with pytest.raises(ValueError, match="no '==' pin for"):
-        runtime_pins(req)
+    assert TEXT.count("pip install") == 1
 
 
-def test_dockerfile_uses_the_args_and_copies_the_packages() -> None:
-    text = (REPO_ROOT / DOCKERFILE).read_text()
-    assert "FROM ${BASE_IMAGE}" in text
-    assert '"nvidia-resiliency-ext==${NVRX_VERSION}"' in text
+def test_build_time_checks_get_every_expected_version() -> None:
+    run = re.search(r"RUN python3 /opt/image/checks.py build (.+?)\n\n", TEXT, re.DOTALL)
+    assert run is not None
+    command = run.group(1)
+    assert "--flags /opt/image/launcher-flags.txt" in command
+    for option, arg in {
+        "--python": "PYTHON_VERSION",
+        "--torch": "TORCH_VERSION",
+        "--cuda": "TORCH_CUDA_VERSION",
+        "--nccl": "NCCL_VERSION",
+        "--nvrx": "NVRX_VERSION",
+        "--ofi-nccl": "AWS_OFI_NCCL_VERSION",
+    }.items():
+        assert f'{option} "${{{arg}}}"' in command
+
+
+def test_nccl_finds_the_ofi_plugin() -> None:
+    assert "NCCL_NET_PLUGIN=ofi" in TEXT
+    assert "LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:" in TEXT
+    assert "NCCL_TUNER_PLUGIN" not in TEXT  # the tuner comes from the net plugin
+
+
+def test_dockerfile_copies_the_packages() -> None:
     for copied in ("project.yaml", "platform_config/", "training/"):
-        assert f"COPY {copied}" in text
+        assert f"COPY {copied}" in TEXT
 
 
 def test_asset_stages_only_the_image_inputs(default_env: Synthesized) -> None:
@@ -48,7 +98,12 @@ def test_asset_stages_only_the_image_inputs(default_env: Synthesized) -> None:
     assert src["dockerBuildArgs"] == build_args(default_env.cfg)
     staged = default_env.outdir / src["directory"]
     top = sorted(p.name for p in staged.iterdir())
-    assert top == ["platform_config", "project.yaml", "training"]
+    assert top == ["image", "platform_config", "project.yaml", "training"]
+    assert sorted(p.name for p in (staged / "image").iterdir()) == [
+        "checks.py",
+        "launcher-flags.txt",
+        "requirements.txt",
+    ]
     assert not list(staged.rglob("__pycache__"))
 
 

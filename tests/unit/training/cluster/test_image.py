@@ -18,6 +18,7 @@ ENV A=1 \\
     B="two words" \\
     C=3
 ENV LEGACY value with spaces
+ENV D=${A}:$C:${UNSET}
 WORKDIR /app
 WORKDIR sub
 COPY project.yaml ./project.yaml
@@ -31,7 +32,7 @@ def test_the_last_stage_is_read(tmp_path):
     (tmp_path / "Dockerfile").write_text(DOCKERFILE)
     image = LocalImage.from_dockerfile(tmp_path / "Dockerfile", tmp_path)
     assert image.workdir == "/app/sub"
-    assert image.env == {"A": "1", "B": "two words", "C": "3", "LEGACY": "value with spaces"}
+    assert image.env == {"A": "1", "B": "two words", "C": "3", "LEGACY": "value with spaces", "D": "1:3:"}
     assert image.copies == [
         (tmp_path / "project.yaml", "/app/sub/project.yaml"),
         (tmp_path / "pkg/", "/app/sub/pkg"),

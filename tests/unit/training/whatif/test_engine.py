@@ -99,12 +99,14 @@ def test_in_process_recovery_by_hand() -> None:
 
 
 def test_kubernetes_recovery_by_hand() -> None:
-    # the same fault, only the job layer: restart 10 -> 29.5, new pods start up 5 -> 34.5, restore -> 36.5,
-    # steps 11-20 -> 46.5, stall -> 47, write -> 49; down: 10 (job) + 5 + 5 (start-ups)
+    # the same fault, only the job layer, and k8s-only's synchronous saves (stall 0.5 + write 2 = 2.5 each):
+    # 0-5 start-up; steps 1-10 end at 15; save -> 17.5; steps 11-14 end at 21.5 (the fault); restart 10 -> 31.5,
+    # new pods start up 5 -> 36.5, restore -> 38.5, steps 11-20 -> 48.5, the last save -> 51;
+    # down: 10 (job) + 5 + 5 (start-ups)
     t = simulate(scheduled("k8s-only"))
-    assert t.wall_s == pytest.approx(49.0)
+    assert t.wall_s == pytest.approx(51.0)
     assert t.waterfall["down_job"] == pytest.approx(10.0) and t.waterfall["startup"] == pytest.approx(10.0)
-    assert t.infrastructure_goodput == pytest.approx((49 - 10 - 10) / 49)
+    assert t.infrastructure_goodput == pytest.approx((51 - 10 - 10) / 51)
     assert t.faults[0].down_s == pytest.approx(15.0)
 
 

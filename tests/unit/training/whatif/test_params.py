@@ -68,7 +68,7 @@ def test_fault_rates_scale_with_nodes_and_gpus() -> None:
         ("inprocess", ("inprocess", "job"), "async"),
         ("ft-launcher", ("ft_launcher", "job"), "async"),
         ("inprocess-ft", ("inprocess", "ft_launcher", "job"), "async"),
-        ("k8s-only", ("job",), "async"),
+        ("k8s-only", ("job",), "sync"),  # the published baseline: no NVRx, synchronous torch DCP saves
         ("sync-ckpt", ("job",), "sync"),
     ],
 )

@@ -1,0 +1,81 @@
+"""Least privilege: the container and pod security settings, and that both Jobs carry them."""
+
+from __future__ import annotations
+
+import cdk8s
+import kubernetes_validate
+import pytest
+from cdk8s_plus_36 import k8s
+
+from charts.dataset_job import DatasetJob
+from charts.pod_security import (
+    AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
+    container_security_context,
+    dataset_security_context,
+    pod_security_context,
+    training_security_context,
+)
+from platform_config import RecoveryMode
+from tests.unit.charts.conftest import IMAGE, synth_job, trainer
+
+TRAINING = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def as_json(context: k8s.SecurityContext) -> dict:
+    """The context as it lands in a manifest (through a real cdk8s synth of a pod)."""
+    chart = cdk8s.Testing.chart()
+    k8s.KubePod(
+        chart, "p", spec=k8s.PodSpec(containers=[k8s.Container(name="c", image=IMAGE, security_context=context)])
+    )
+    (pod,) = chart.to_json()
+    return pod["spec"]["containers"][0]["securityContext"]
+
+
+def test_training_keeps_only_ipc_lock() -> None:
+    assert as_json(training_security_context()) == TRAINING
+
+
+def test_dataset_keeps_no_capability() -> None:
+    assert as_json(dataset_security_context()) == {**TRAINING, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_added_capabilities_are_exactly_the_ones_asked_for() -> None:
+    assert as_json(container_security_context(["NET_BIND_SERVICE"]))["capabilities"] == {
+        "add": ["NET_BIND_SERVICE"],
+        "drop": ["ALL"],
+    }
+
+
+@pytest.mark.parametrize("mode", list(RecoveryMode))
+def test_every_training_job_is_least_privilege(cfg, mode: RecoveryMode) -> None:
+    job = synth_job(cfg, mode)
+    assert trainer(job)["securityContext"] == TRAINING
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is AUTOMOUNT_SERVICE_ACCOUNT_TOKEN is False
+    kubernetes_validate.validate(job, f"{cfg.cluster.kubernetes_version}.0", strict=True)
+
+
+def test_dataset_job_is_least_privilege(cfg) -> None:
+    chart = cdk8s.Testing.chart()
+    DatasetJob(chart, "d", cfg, image=IMAGE)
+    (job,) = chart.to_json()
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["securityContext"] == {**TRAINING, "capabilities": {"drop": ["ALL"]}}
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def test_pod_level_seccomp() -> None:
+    chart = cdk8s.Testing.chart()
+    k8s.KubePod(
+        chart,
+        "p",
+        spec=k8s.PodSpec(containers=[k8s.Container(name="c", image=IMAGE)], security_context=pod_security_context()),
+    )
+    (pod,) = chart.to_json()
+    assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}

@@ -1,0 +1,91 @@
+"""Capacity Block timing: desired 0 before the block, scheduled scale-out at start and scale-in before the end."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from platform_config import config_from_dict
+from stacks.capacity_schedule import CapacityPlan, capacity_plan, iso
+from tests.unit.stacks.conftest import Synthesized, resources
+
+START = datetime(2027, 1, 4, 11, 30, tzinfo=UTC)
+END = datetime(2027, 1, 18, 11, 30, tzinfo=UTC)
+SCALE_IN = datetime(2027, 1, 18, 10, 30, tzinfo=UTC)
+
+
+def block_cfg(**capacity):
+    window = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0", "start": START, "end": END}
+    return config_from_dict({"gpu_nodes": {"node_count": 4, "max_nodes": 4, "capacity": {**window, **capacity}}})
+
+
+def test_before_the_block_starts() -> None:
+    assert capacity_plan(block_cfg(), datetime(2026, 12, 1, tzinfo=UTC)) == CapacityPlan(
+        desired=None, scale_out_at=START, scale_in_at=SCALE_IN
+    )
+
+
+@pytest.mark.parametrize("now", [START, datetime(2027, 1, 10, tzinfo=UTC)])
+def test_while_the_block_runs_only_the_scale_in_is_left(now: datetime) -> None:
+    assert capacity_plan(block_cfg(), now) == CapacityPlan(desired=4, scale_in_at=SCALE_IN)
+
+
+@pytest.mark.parametrize("now", [SCALE_IN, END, datetime(2027, 3, 1, tzinfo=UTC)])
+def test_after_the_scale_in_the_group_stays_empty_with_a_warning(now: datetime) -> None:
+    plan = capacity_plan(block_cfg(), now)
+    assert (plan.desired, plan.scale_out_at, plan.scale_in_at) == (0, None, None)
+    assert plan.warning is not None and "scaled in at 2027-01-18T10:30:00Z (end 2027-01-18T11:30:00Z)" in plan.warning
+
+
+def test_scale_in_lead_follows_the_config() -> None:
+    plan = capacity_plan(block_cfg(scale_in_minutes_before_end=90), datetime(2026, 12, 1, tzinfo=UTC))
+    assert plan.scale_in_at == datetime(2027, 1, 18, 10, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "capacity",
+    [{"type": "on-demand"}, {"type": "capacity-reservation", "reservation_id": "cr-0123456789abcdef0"}],
+)
+def test_on_demand_and_odcr_have_no_actions(capacity: dict) -> None:
+    cfg = config_from_dict({"gpu_nodes": {"node_count": 2, "capacity": capacity}})
+    assert capacity_plan(cfg, datetime(2026, 12, 1, tzinfo=UTC)) == CapacityPlan(desired=2)
+
+
+def test_iso_is_utc_with_z() -> None:
+    assert iso(datetime.fromisoformat("2027-01-04T12:30:00+01:00")) == "2027-01-04T11:30:00Z"
+
+
+def test_prod_template_schedules_both_actions(prod_env: Synthesized) -> None:
+    actions = sorted(
+        (
+            r["Properties"]
+            for r in resources(
+                prod_env.template_json(prod_env.platform.gpu), "AWS::AutoScaling::ScheduledAction"
+            ).values()
+        ),
+        key=lambda p: p["StartTime"],
+    )
+    group = {"Ref": "GpuNodesAutoScalingGroup481E5AE1"}
+    assert actions == [
+        {
+            "AutoScalingGroupName": group,
+            "StartTime": "2027-01-04T11:30:00Z",
+            "MinSize": 0,
+            "DesiredCapacity": 8,
+            "MaxSize": 8,
+        },
+        {
+            "AutoScalingGroupName": group,
+            "StartTime": "2027-01-18T10:30:00Z",
+            "MinSize": 0,
+            "DesiredCapacity": 0,
+            "MaxSize": 8,
+        },
+    ]
+    # more than 30 minutes before the block's end, when EC2 starts reclaiming the instances
+    assert (END - datetime.fromisoformat(actions[1]["StartTime"].replace("Z", "+00:00"))).total_seconds() > 30 * 60
+
+
+def test_on_demand_template_has_none(default_env: Synthesized) -> None:
+    assert not resources(default_env.template_json(default_env.platform.gpu), "AWS::AutoScaling::ScheduledAction")
