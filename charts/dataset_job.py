@@ -10,33 +10,15 @@ it applies the training Job. The ConfigMap the training reads points ``train.dat
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 from cdk8s_plus_36 import k8s
 from constructs import Construct
 
-from charts.names import dataset_job_name, group_labels
+from charts.names import dataset_dir, dataset_job_name, group_labels
 from charts.pod_security import AUTOMOUNT_SERVICE_ACCOUNT_TOKEN, dataset_security_context, pod_security_context
 from charts.volumes import shared_mounts, shared_volumes
 from platform_config import ProjectConfig
 
 _BACKOFF_LIMIT = 2
-
-
-def dataset_dir(cfg: ProjectConfig) -> str:
-    """``train.data_dir`` if set, else ``<mount_path>/data/<model>-seq<seq_len>``, where ``<model>`` is
-    ``hf-<directory name>`` with ``model.hf_checkpoint`` (its tokenizer makes different shards) or the size."""
-    hf = cfg.model.hf_checkpoint
-    model = f"hf-{PurePosixPath(hf).name}" if hf else cfg.model.size
-    return cfg.train.data_dir or f"{cfg.storage.mount_path}/data/{model}-seq{cfg.train.seq_len}"
-
-
-def with_dataset_dir(cfg: ProjectConfig) -> ProjectConfig:
-    """``cfg`` with ``train.data_dir`` = :func:`dataset_dir` (the Job's output) when it is unset: what the cluster
-    ConfigMap ships, so training reads the prepared shards instead of generating a corpus in its run directory."""
-    if cfg.train.data_dir:
-        return cfg
-    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"data_dir": dataset_dir(cfg)})})
 
 
 def resource_quantities(cfg: ProjectConfig) -> dict[str, str]:

@@ -5,7 +5,7 @@ One file per chart in ``dist/``:
 * ``training-config.k8s.yaml``  ConfigMap with the resolved config;
 * ``training-service.k8s.yaml`` headless Service for pod DNS;
 * ``dataset-prep.k8s.yaml``     dataset-preparation Job;
-* ``train-<mode>.k8s.yaml``     the training Job, one per :class:`RecoveryMode`.
+* ``train-<mode>.k8s.yaml``     the training Job and its PodDisruptionBudget, one per :class:`RecoveryMode`.
 
 The configuration environment comes from ``$PROJECT_ENV`` (default ``default``); the image from
 ``$TRAINING_IMAGE_URI``, ``image.uri_override`` or a placeholder (see :mod:`charts.image`).
@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import cdk8s
 
 from charts.dataset_job import DatasetJob
+from charts.disruption_budget import TrainingDisruptionBudget
 from charts.headless_service import HeadlessService
 from charts.image import training_image
 from charts.topology import Topology
@@ -61,6 +62,7 @@ def build_app(
     for mode in RecoveryMode:
         chart = cdk8s.Chart(app, training_chart_id(mode), disable_resource_name_hashes=True)
         TrainingJob(chart, "Job", cfg, mode, image=image, topology=topology)
+        TrainingDisruptionBudget(chart, "DisruptionBudget", cfg, mode)
     return app
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from platform_config import ProjectConfig, RecoveryMode
 
 #: Pod hostnames of an Indexed Job are ``<job>-<index>``; a DNS label holds at most 63 characters.
@@ -28,10 +30,6 @@ def service_name(cfg: ProjectConfig) -> str:
     return cfg.job.job_name
 
 
-def config_map_name(cfg: ProjectConfig) -> str:
-    return f"{cfg.job.job_name}-config"
-
-
 def dataset_job_name(cfg: ProjectConfig) -> str:
     return f"{cfg.job.job_name}-prepare-data"
 
@@ -53,3 +51,19 @@ def run_dir(cfg: ProjectConfig, mode: RecoveryMode) -> str:
 def rendezvous_host(cfg: ProjectConfig, mode: RecoveryMode) -> str:
     """Rank 0's stable DNS name: pod ``<job>-0`` under the headless Service (pod ``subdomain``)."""
     return f"{job_name(cfg, mode)}-0.{service_name(cfg)}"
+
+
+def dataset_dir(cfg: ProjectConfig) -> str:
+    """``train.data_dir`` if set, else ``<mount_path>/data/<model>-seq<seq_len>``, where ``<model>`` is
+    ``hf-<directory name>`` with ``model.hf_checkpoint`` (its tokenizer makes different shards) or the size."""
+    hf = cfg.model.hf_checkpoint
+    model = f"hf-{PurePosixPath(hf).name}" if hf else cfg.model.size
+    return cfg.train.data_dir or f"{cfg.storage.mount_path}/data/{model}-seq{cfg.train.seq_len}"
+
+
+def with_dataset_dir(cfg: ProjectConfig) -> ProjectConfig:
+    """``cfg`` with ``train.data_dir`` = :func:`dataset_dir` (the Job's output) when it is unset: what the cluster
+    ConfigMap ships, so training reads the prepared shards instead of generating a corpus in its run directory."""
+    if cfg.train.data_dir:
+        return cfg
+    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"data_dir": dataset_dir(cfg)})})

@@ -24,7 +24,8 @@ from charts.pod_resources import pod_resources
 from charts.pod_security import AUTOMOUNT_SERVICE_ACCOUNT_TOKEN, training_security_context
 from charts.topology import Topology
 from charts.volumes import shared_mounts, shared_volumes
-from platform_config import ProjectConfig, RecoveryMode
+from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
+from training.resilience import startup_budget
 from training.resilience.exit_codes import fail_job_exit_codes
 from training.telemetry.emf import AGENT_PORT as EMF_AGENT_PORT
 from training.telemetry.emf import ENDPOINT_ENV as EMF_ENDPOINT_ENV
@@ -82,6 +83,11 @@ class TrainingJob(Construct):
                 f"the training Job needs Kubernetes >= 1.{MIN_KUBERNETES_MINOR} (backoffLimitPerIndex, "
                 f"podReplacementPolicy); cluster.kubernetes_version is {cfg.cluster.kubernetes_version}"
             )
+        if MODE_LAYERS[mode].ft_launcher:
+            late = startup_budget.problems(cfg)
+            if late:
+                lines = "\n  ".join(late)
+                raise ValueError(f"ft_launcher would kill every new worker before its first heartbeat:\n  {lines}")
         topo = topology or Topology.from_config(cfg)
         self.name = job_name(cfg, mode)
         labels = training_pod_labels(cfg, mode)

@@ -88,8 +88,13 @@ class PodRun:
         """Every earlier pod of this index, counted or ignored."""
         return self.failures + self.ignored
 
+    indexed: bool = True
+
     @property
     def annotations(self) -> dict[str, str]:
+        """What the Job controller annotates on the pods of an Indexed Job with ``backoffLimitPerIndex``."""
+        if not self.indexed:
+            return {}
         out = {COMPLETION_INDEX: str(self.index), FAILURE_COUNT: str(self.failures)}
         if self.ignored:
             out[IGNORED_FAILURE_COUNT] = str(self.ignored)
@@ -134,8 +139,8 @@ class JobController:
         backoff_max_s: float = BACKOFF_MAX_S,
         seed: int = 0,
     ) -> None:
-        if job.backoff_limit_per_index is None:
-            raise ValueError("the local Job controller implements backoffLimitPerIndex Jobs only")
+        if job.indexed and job.backoff_limit_per_index is None:
+            raise ValueError("the local Job controller implements Indexed Jobs with backoffLimitPerIndex only")
         self.job = job
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
@@ -145,7 +150,7 @@ class JobController:
         self.condition: dict[str, str] | None = None
         self.start_time: float | None = None
         self.completion_time: float | None = None
-        self._rng = random.Random(seed)
+        self._rng = random.Random(f"{job.name}/{seed}")  # pod-name suffixes, reproducible per Job
 
     @property
     def finished(self) -> bool:
@@ -175,7 +180,8 @@ class JobController:
         """Record a new pod for ``index`` (name ``<job>-<index>-<5 random chars>``, annotations set)."""
         s = self.indexes[index]
         suffix = "".join(self._rng.choices(string.ascii_lowercase + string.digits, k=5))
-        pod = PodRun(index, f"{self.job.name}-{index}-{suffix}", s.failures, s.ignored, now, node)
+        name = f"{self.job.name}-{index}-{suffix}" if self.job.indexed else f"{self.job.name}-{suffix}"
+        pod = PodRun(index, name, s.failures, s.ignored, now, node, indexed=self.job.indexed)
         s.pod = pod
         self.pods.append(pod)
         if self.start_time is None:
@@ -207,7 +213,7 @@ class JobController:
         if self.finished:  # pods terminated because the Job already ended
             return action
         if action == "FailJob":
-            self._fail(
+            self.fail(
                 now,
                 "PodFailurePolicy",
                 f"Container {self.job.container.name} for pod {pod.name} failed "
@@ -217,7 +223,8 @@ class JobController:
         if action == "Ignore":
             s.ignored += 1
         else:
-            if action == "FailIndex" or s.failures >= (self.job.backoff_limit_per_index or 0):
+            per_index = self.job.backoff_limit_per_index
+            if action == "FailIndex" or (per_index is not None and s.failures >= per_index):
                 s.failed = True
             s.failures += 1
             if action != "FailIndex":
@@ -231,11 +238,11 @@ class JobController:
     def _check_limits(self, now: float) -> None:
         failed = [i for i, s in enumerate(self.indexes) if s.failed]
         if self.job.max_failed_indexes is not None and len(failed) > self.job.max_failed_indexes:
-            self._fail(now, "MaxFailedIndexesExceeded", f"Job has failed indexes {failed}")
+            self.fail(now, "MaxFailedIndexesExceeded", f"Job has failed indexes {failed}")
         elif self.counted_failures > self.job.backoff_limit:
-            self._fail(now, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+            self.fail(now, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         elif failed and all(s.succeeded or s.failed for s in self.indexes):
-            self._fail(now, "FailedIndexes", f"Job has failed indexes {failed}")
+            self.fail(now, "FailedIndexes", f"Job has failed indexes {failed}")
 
     def _maybe_complete(self, now: float) -> None:
         if all(s.succeeded for s in self.indexes):
@@ -248,7 +255,7 @@ class JobController:
         else:
             self._check_limits(now)
 
-    def _fail(self, now: float, reason: str, message: str) -> None:
+    def fail(self, now: float, reason: str, message: str) -> None:
         self.condition = {"type": "Failed", "reason": reason, "message": message}
         self.completion_time = now
 

@@ -69,7 +69,7 @@ class PodFailurePolicyRule:
 
 @dataclass(frozen=True)
 class JobManifest:
-    """The parts of an Indexed ``batch/v1`` Job the local controller implements."""
+    """The parts of a ``batch/v1`` Job the local controller implements (Indexed, or a single completion)."""
 
     name: str
     namespace: str
@@ -85,6 +85,8 @@ class JobManifest:
     subdomain: str | None
     termination_grace_s: int
     labels: dict[str, str] = field(default_factory=dict)
+    indexed: bool = True
+    active_deadline_s: float | None = None
 
 
 _QUANTITY = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti)?$")
@@ -133,8 +135,9 @@ def _rule(raw: dict[str, Any]) -> PodFailurePolicyRule:
 def parse_job(doc: dict[str, Any]) -> JobManifest:
     """A :class:`JobManifest` from a Job document; refuses what the local controller does not implement."""
     spec = doc["spec"]
-    if spec.get("completionMode") != "Indexed":
-        raise ManifestError("spec.completionMode: the local cluster runs Indexed Jobs only")
+    indexed = spec.get("completionMode") == "Indexed"
+    if not indexed and int(spec.get("completions", 1)) != 1:
+        raise ManifestError("spec.completionMode: the local cluster runs Indexed Jobs, or Jobs of one completion")
     pod = spec["template"]["spec"]
     if pod.get("restartPolicy") != "Never":
         raise ManifestError("spec.template.spec.restartPolicy must be Never (podFailurePolicy requires it)")
@@ -155,7 +158,7 @@ def parse_job(doc: dict[str, Any]) -> JobManifest:
     return JobManifest(
         name=doc["metadata"]["name"],
         namespace=doc["metadata"].get("namespace", "default"),
-        completions=int(spec["completions"]),
+        completions=int(spec.get("completions", 1)),
         parallelism=int(spec.get("parallelism", 1)),
         backoff_limit=int(spec.get("backoffLimit", 6)),
         backoff_limit_per_index=spec.get("backoffLimitPerIndex"),
@@ -167,6 +170,8 @@ def parse_job(doc: dict[str, Any]) -> JobManifest:
         subdomain=pod.get("subdomain"),
         termination_grace_s=int(pod.get("terminationGracePeriodSeconds", 30)),
         labels=dict(spec["template"].get("metadata", {}).get("labels") or {}),
+        indexed=indexed,
+        active_deadline_s=spec.get("activeDeadlineSeconds"),
     )
 
 
@@ -188,7 +193,7 @@ class Manifests:
                 if not doc:
                     continue
                 kind, name = doc["kind"], doc["metadata"]["name"]
-                if kind == "Job" and doc["spec"].get("completionMode") == "Indexed":
+                if kind == "Job":
                     jobs[name] = parse_job(doc)
                 elif kind == "ConfigMap":
                     config_maps[name] = dict(doc.get("data") or {})

@@ -52,7 +52,7 @@ def field_value(path: str, job: JobManifest, pod: PodRun, ip: str) -> str:
 def container_env(job: JobManifest, pod: PodRun, ip: str, hostname: str, image: LocalImage) -> dict[str, str]:
     """The container's environment: image env, ``HOSTNAME``, the manifest's env (in order, ``$(VAR)`` expanded)."""
     env = {**image.container_env(), "HOSTNAME": hostname}
-    declared: dict[str, str] = {"JOB_COMPLETION_INDEX": str(pod.index)}
+    declared: dict[str, str] = {"JOB_COMPLETION_INDEX": str(pod.index)} if job.indexed else {}
     for var in job.container.env:
         if var.field_path is not None:
             value = field_value(var.field_path, job, pod, ip)

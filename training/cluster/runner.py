@@ -15,11 +15,13 @@ the pods' private file-system layers, removed at the end).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import shutil
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ from training.telemetry.events import EventLog
 from training.telemetry.progress import EventTail, describe
 
 JOB_STATUS_FILE = "job.json"
+LOCAL_CORPUS_MB = 1.0
 STATE_DIR = ".cluster"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,11 +60,14 @@ class ClusterOptions:
     timeout_s: float = 900.0
     progress_every: int = 20
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: Progress lines count seconds from here (the dataset Job and the training Job on one clock).
+    t0: float = field(default_factory=time.monotonic)
 
 
 def local_cluster_config(cfg: ProjectConfig, opts: ClusterOptions, in_pod_faults: str) -> ProjectConfig:
-    """The config the local Job runs with: ``nodes`` GPU nodes, the local (short) timeouts, the in-pod faults, the
-    installed NVRx's version (its ft_launcher flags), plus ``opts.overrides`` (a nested dict, validated)."""
+    """The config the local Job runs with: ``nodes`` GPU nodes, the local (short) timeouts and rendezvous, the in-pod
+    faults, a 1 MB generated corpus, the installed NVRx's version (its ft_launcher flags), plus ``opts.overrides``
+    (a nested dict, validated)."""
     import torch
 
     from training.resilience.inprocess import nvrx_version
@@ -70,7 +76,8 @@ def local_cluster_config(cfg: ProjectConfig, opts: ClusterOptions, in_pod_faults
     data = cfg.model_dump(mode="json")
     update = {
         "gpu_nodes": {"node_count": opts.nodes, "min_nodes": 0, "max_nodes": max(opts.nodes, cfg.gpu_nodes.max_nodes)},
-        "train": {"steps": opts.steps},
+        # The dataset Job generates the corpus of a fresh cluster; 1 MB is what a local run's model needs.
+        "train": {"steps": opts.steps, "generated_corpus_mb": LOCAL_CORPUS_MB},
         "inprocess": inprocess.model_dump(mode="json"),
         "ft": ft.model_dump(mode="json"),
         "faults": {"schedule": in_pod_faults},
@@ -96,7 +103,15 @@ def synthesize(cfg: ProjectConfig, nproc: int, outdir: Path) -> Manifests:
 class LocalCluster:
     """The controller loop: creates pods, watches them, fires node faults, writes ``job.json``."""
 
-    def __init__(self, opts: ClusterOptions, cfg: ProjectConfig, job: JobManifest, manifests: Manifests) -> None:
+    def __init__(
+        self,
+        opts: ClusterOptions,
+        cfg: ProjectConfig,
+        job: JobManifest,
+        manifests: Manifests,
+        network: ClusterNetwork,
+        nodes: Iterator[int],
+    ) -> None:
         from charts.names import run_dir as pod_run_dir
 
         self.opts = opts
@@ -121,24 +136,25 @@ class LocalCluster:
         # The run directory on the claim is this run's --run-dir, so events and summary land where the caller looks.
         run_on_claim = ((pod_run_dir(cfg, opts.mode), opts.run_dir),)
         self.storage = Storage({cfg.storage.pvc_name: claim_dir}, cm_dirs, run_on_claim)
-        if job.subdomain not in manifests.headless_services:
+        if job.subdomain is not None and job.subdomain not in manifests.headless_services:
             raise ManifestError(f"pod subdomain {job.subdomain!r} names no headless Service: pods would get no DNS")
-        self.network = ClusterNetwork()
+        self.network = network
         self.dns = DnsRecords(self.state / "dns")
         self.sandboxes: dict[str, PodSandbox] = {}
         self.evict_deadline: dict[str, float] = {}
         self.lost: set[str] = set()
         self.events = EventLog(opts.run_dir)
         self.tail = EventTail(opts.run_dir)
-        self.t0 = time.monotonic()
-        self.nodes_made = 0
+        self.t0 = opts.t0
+        self.nodes = nodes  # node numbers, shared by the Jobs of one run (each pod on a node of its own)
+        self.status_file = JOB_STATUS_FILE if job.indexed else f"{job.name}.job.json"
 
     # -- pods ---------------------------------------------------------------------------------------------------
     def _start_pod(self, index: int, now: float) -> None:
-        self.nodes_made += 1
-        pod = self.controller.create(index, now, node=f"local-node-{self.nodes_made}")
+        pod = self.controller.create(index, now, node=f"local-node-{next(self.nodes)}")
         ip = self.network.allocate()
-        hostname = f"{self.job.name}-{index}"
+        # An Indexed Job's pod is named <job>-<index> as a host (its DNS label under the subdomain); others: the pod.
+        hostname = f"{self.job.name}-{index}" if self.job.indexed else pod.name
         spec = PodSpec(
             name=pod.name,
             hostname=hostname,
@@ -150,7 +166,8 @@ class LocalCluster:
             mounts=volume_mounts(self.job, self.storage, self.image),
             dns_dir=self.dns.directory,
         )
-        self.dns.publish(pod.name, PodRecord(ip, hostname, self.job.subdomain or "", self.job.namespace))
+        if self.job.subdomain is not None:
+            self.dns.publish(pod.name, PodRecord(ip, hostname, self.job.subdomain, self.job.namespace))
         log = self.opts.run_dir / "pods" / f"{pod.name}.log"
         sandbox = PodSandbox(spec, self.state / "pods" / pod.name, self.network, log)
         sandbox.start()
@@ -216,8 +233,8 @@ class LocalCluster:
     # -- loop ---------------------------------------------------------------------------------------------------
     def run(self, node_faults: list[NodeFault]) -> dict[str, Any]:
         pending = list(node_faults)
-        deadline = time.time() + self.opts.timeout_s
-        self.network.start()
+        limit = min(self.opts.timeout_s, self.job.active_deadline_s or self.opts.timeout_s)
+        deadline = time.time() + limit
         try:
             while not self.controller.finished:
                 now = time.time()
@@ -232,13 +249,12 @@ class LocalCluster:
                         pending.remove(fault)
                 self._reap(now)
                 if now > deadline:
-                    self.controller._fail(now, "DeadlineExceeded", f"the local run exceeded {self.opts.timeout_s:g} s")
+                    self.controller.fail(now, "DeadlineExceeded", f"Job was active longer than {limit:g} s")
                 time.sleep(0.1)
             self._terminate_all()
         finally:
             for sandbox in self.sandboxes.values():
                 sandbox.kill()
-            self.network.close()
             self._write_status()
         return self.controller.status()
 
@@ -258,15 +274,16 @@ class LocalCluster:
                 self.controller.terminated(pod, self.sandboxes[pod.name].poll(), time.time())
 
     def _write_status(self) -> None:
-        atomic_write_json(self.opts.run_dir / JOB_STATUS_FILE, self.controller.status())
+        atomic_write_json(self.opts.run_dir / self.status_file, self.controller.status())
 
     def _say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
 
 
 def run_cluster(cfg: ProjectConfig, opts: ClusterOptions) -> dict[str, Any]:
-    """Synthesize, run the Job to its end, clean the pods' layers; returns the Job status (also in ``job.json``)."""
-    from charts.names import job_name
+    """Synthesize; run the dataset-preparation Job to its end, then the training Job (what ``make submit`` does);
+    clean the pods' layers. Returns the training Job's status (also in ``job.json``)."""
+    from charts.names import dataset_job_name, job_name
 
     node_faults, in_pod = split_schedule(opts.faults, opts.nodes)
     local_cfg = local_cluster_config(cfg, opts, in_pod)
@@ -277,8 +294,19 @@ def run_cluster(cfg: ProjectConfig, opts: ClusterOptions) -> dict[str, Any]:
     name = job_name(local_cfg, opts.mode)
     if name not in manifests.jobs:
         raise ManifestError(f"no Job {name!r} among the synthesized manifests ({', '.join(manifests.jobs)})")
-    cluster = LocalCluster(opts, local_cfg, manifests.jobs[name], manifests)
+    network = ClusterNetwork()
+    network.start()
+    nodes = itertools.count(1)
     try:
-        return cluster.run(node_faults)
+        prep = manifests.jobs.get(dataset_job_name(local_cfg))
+        if prep is not None:
+            status = LocalCluster(opts, local_cfg, prep, manifests, network, nodes).run([])
+            cond = status["conditions"][-1] if status["conditions"] else {}
+            if cond.get("type") != "Complete":
+                raise RuntimeError(
+                    f"the dataset-preparation Job {prep.name} did not complete: {cond}; see {opts.run_dir / 'pods'}"
+                )
+        return LocalCluster(opts, local_cfg, manifests.jobs[name], manifests, network, nodes).run(node_faults)
     finally:
+        network.close()
         shutil.rmtree(state / "pods", ignore_errors=True)

@@ -8,50 +8,14 @@ mixed-precision policy). Weights are random unless ``model.hf_checkpoint`` names
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from training.model.shapes import MODEL_SIZES, ModelArgs, RopeScaling
 
-@dataclass(frozen=True)
-class RopeScaling:
-    """Llama 3.1's RoPE frequency scaling (Hugging Face ``rope_type: llama3``)."""
-
-    factor: float
-    low_freq_factor: float
-    high_freq_factor: float
-    original_max_position_embeddings: int
-
-
-@dataclass(frozen=True)
-class ModelArgs:
-    """Shape of the decoder; ``vocab_size`` is filled in by :func:`build_model`."""
-
-    dim: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    ffn_dim: int
-    max_seq_len: int = 4096
-    norm_eps: float = 1e-5
-    rope_theta: float = 500000.0
-    rope_scaling: RopeScaling | None = None
-    vocab_size: int = 0
-
-    @property
-    def head_dim(self) -> int:
-        return self.dim // self.n_heads
-
-
-#: Named sizes. ``tiny`` is a few hundred thousand parameters for CPU tests; ``llama3-8b`` is Llama 3.1 8B's shape.
-MODEL_SIZES: dict[str, ModelArgs] = {
-    "tiny": ModelArgs(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=176, max_seq_len=1024),
-    "small": ModelArgs(dim=512, n_layers=8, n_heads=8, n_kv_heads=4, ffn_dim=1408, max_seq_len=2048),
-    "1b": ModelArgs(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, ffn_dim=8192, max_seq_len=4096),
-    "llama3-8b": ModelArgs(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim=14336, max_seq_len=8192),
-}
+__all__ = ["MODEL_SIZES", "ModelArgs", "RopeScaling", "build_model", "flops_per_token"]
 
 
 class RMSNorm(nn.Module):

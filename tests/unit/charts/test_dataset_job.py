@@ -1,6 +1,7 @@
 import cdk8s
 
-from charts.dataset_job import DatasetJob, dataset_dir, prepare_data_args, resource_quantities, with_dataset_dir
+from charts.dataset_job import DatasetJob, prepare_data_args, resource_quantities
+from charts.names import dataset_dir, with_dataset_dir
 from platform_config.instance_types import system_instance_type
 from tests.unit.charts.conftest import IMAGE, make_cfg
 

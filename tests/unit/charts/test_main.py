@@ -59,7 +59,9 @@ def test_snapshots(dists, env):
 
 def test_prod_environment_scales_the_jobs(dists):
     cfg = load_config(env="prod")
-    job = yaml.safe_load((dists["prod"] / manifest_file(training_chart_id(RecoveryMode.FT_LAUNCHER))).read_text())
+    job = next(
+        yaml.safe_load_all((dists["prod"] / manifest_file(training_chart_id(RecoveryMode.FT_LAUNCHER))).read_text())
+    )
     assert job["spec"]["completions"] == cfg.gpu_nodes.node_count == 8
 
 

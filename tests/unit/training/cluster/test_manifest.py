@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from charts.main import build_app
-from charts.names import config_map_name, job_name, service_name
+from charts.names import job_name, service_name
+from charts.training_config_map import config_map_name
 from platform_config import RecoveryMode
 from tests.unit.charts.conftest import make_cfg
 from training.cluster.manifest import ManifestError, Manifests, parse_job, quantity_bytes
@@ -41,13 +42,16 @@ def test_the_charts_job_is_read_field_by_field(synthesized):
     assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"].value == "2"
     assert job.termination_grace_s == int(cfg.ft.section_timeouts_s["checkpoint"])
     assert config_map_name(cfg) in m.config_maps and "config.json" in m.config_maps[config_map_name(cfg)]
-    assert len(m.jobs) == len(RecoveryMode)  # the dataset Job is not Indexed
+    assert len([j for j in m.jobs.values() if j.indexed]) == len(RecoveryMode)
+    prep = m.jobs["fsdp-train-prepare-data"]  # the dataset Job: one completion, not Indexed
+    assert (prep.indexed, prep.completions, prep.backoff_limit, prep.active_deadline_s) == (False, 1, 2, 7200)
+    assert prep.container.argv[:3] == ["python", "-m", "training.data.prepare"]
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d["spec"].__setitem__("completionMode", "NonIndexed"), "Indexed Jobs only"),
+        (lambda d: d["spec"].__setitem__("completionMode", "NonIndexed"), "Indexed Jobs, or Jobs of one completion"),
         (lambda d: d["spec"]["template"]["spec"].__setitem__("restartPolicy", "OnFailure"), "must be Never"),
         (
             lambda d: d["spec"]["template"]["spec"]["containers"][0]["env"].append(
@@ -63,7 +67,7 @@ def test_the_charts_job_is_read_field_by_field(synthesized):
 )
 def test_what_the_local_cluster_cannot_honour_is_refused(synthesized, change, message):
     _, out = synthesized
-    doc = yaml.safe_load((out / "train-k8s-only.k8s.yaml").read_text())
+    doc = next(yaml.safe_load_all((out / "train-k8s-only.k8s.yaml").read_text()))
     doc = copy.deepcopy(doc)
     change(doc)
     with pytest.raises(ManifestError, match=message):
