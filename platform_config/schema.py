@@ -312,7 +312,11 @@ class GpuNodesConfig(_Strict):
     """The self-managed GPU node group and the training pods placed on it."""
 
     instance_type: str = "p5.48xlarge"
-    node_count: int = Field(default=2, ge=1, le=512, description="desired nodes = training pods")
+    node_count: int = Field(default=2, ge=1, le=512, description="training pods (one per node)")
+    #: Nodes the group keeps beyond ``node_count``, idle until a node fails: the lost pod's replacement schedules on
+    #: one at once instead of waiting for a new instance (10+ minutes for a p5). 0 here; at least 1 for a long run
+    #: (docs/kubernetes.md). The group's desired size is ``node_count + spare_nodes``.
+    spare_nodes: int = Field(default=0, ge=0)
     min_nodes: int = Field(default=0, ge=0)
     max_nodes: int = Field(default=2, ge=1)
     capacity: CapacityConfig = Field(default_factory=CapacityConfig)
@@ -339,12 +343,17 @@ class GpuNodesConfig(_Strict):
             raise ValueError(f"not in the instance-type table; allowed: {', '.join(sorted(INSTANCE_TYPES))}")
         return v
 
+    @property
+    def group_size(self) -> int:
+        """Nodes the Auto Scaling group runs: the training pods' and the spares."""
+        return self.node_count + self.spare_nodes
+
     @model_validator(mode="after")
     def _bounds(self) -> GpuNodesConfig:
-        if not self.min_nodes <= self.node_count <= self.max_nodes:
+        if not self.min_nodes <= self.node_count <= self.group_size <= self.max_nodes:
             raise ValueError(
-                "need min_nodes <= node_count <= max_nodes, got "
-                f"{self.min_nodes} <= {self.node_count} <= {self.max_nodes}"
+                "need min_nodes <= node_count <= node_count + spare_nodes <= max_nodes, got "
+                f"{self.min_nodes} <= {self.node_count} <= {self.group_size} <= {self.max_nodes}"
             )
         if self.capacity.type is CapacityType.CAPACITY_BLOCK and self.min_nodes != 0:
             raise ValueError(

@@ -4,14 +4,14 @@ The EKS Capacity Block guide asks for three things, which :func:`capacity_plan` 
 moment of synthesis (``now``):
 
 * desired capacity 0 until the block starts (instances cannot launch before; a failed launch would fail the stack);
-* a scheduled scale-out to ``gpu_nodes.node_count`` at ``gpu_nodes.capacity.start``;
+* a scheduled scale-out to ``node_count + spare_nodes`` at ``gpu_nodes.capacity.start``;
 * a scheduled scale-in to 0 ``capacity.scale_in_minutes_before_end`` (more than 30) minutes before ``end``, so the
   node termination handler can drain the pods (and training checkpoint) before EC2 reclaims the instances.
 
 CloudFormation refuses a scheduled action whose start time is in the past, so an action whose time has passed is
-left out: a stack deployed while the block runs gets ``node_count`` nodes at once and only the scale-in action; a
+left out: a stack deployed while the block runs gets ``node_count + spare_nodes`` nodes at once and only the scale-in action; a
 stack deployed after the scale-in time gets 0 nodes and a synth warning. On-demand and ODCR groups have no
-actions; their desired capacity is ``node_count``. The Auto Scaling group's ``AutoScalingScheduledAction``
+actions; their desired capacity is ``node_count + spare_nodes``. The Auto Scaling group's ``AutoScalingScheduledAction``
 update policy keeps a later deploy from resetting a size that an action (or an operator) changed.
 """
 
@@ -34,7 +34,7 @@ class CapacityPlan:
 
     Attributes:
         desired: ``DesiredCapacity`` of the group; None leaves it out (the group starts at ``MinSize`` = 0).
-        scale_out_at: when a scheduled action raises the group to ``node_count``; None = no such action.
+        scale_out_at: when a scheduled action raises the group to its size; None = no such action.
         scale_in_at: when a scheduled action lowers the group to 0; None = no such action.
         warning: a synth-time warning (the block is over), or None.
     """
@@ -50,13 +50,13 @@ def capacity_plan(cfg: ProjectConfig, now: datetime) -> CapacityPlan:
     nodes = cfg.gpu_nodes
     cap = nodes.capacity
     if cap.type is not CapacityType.CAPACITY_BLOCK:
-        return CapacityPlan(desired=nodes.node_count)
+        return CapacityPlan(desired=nodes.group_size)
     start, scale_in = cap.start, cap.scale_in_at
     assert start is not None and scale_in is not None  # the schema requires both for a Capacity Block
     if now < start:
         return CapacityPlan(desired=None, scale_out_at=start, scale_in_at=scale_in)
     if now < scale_in:
-        return CapacityPlan(desired=nodes.node_count, scale_in_at=scale_in)
+        return CapacityPlan(desired=nodes.group_size, scale_in_at=scale_in)
     return CapacityPlan(
         desired=0,
         warning=(
@@ -112,7 +112,7 @@ class CapacitySchedule(Construct):
             )
 
         if plan.scale_out_at is not None:
-            self.scale_out = action("ScaleOutAtBlockStart", plan.scale_out_at, nodes.min_nodes, nodes.node_count)
+            self.scale_out = action("ScaleOutAtBlockStart", plan.scale_out_at, nodes.min_nodes, nodes.group_size)
         if plan.scale_in_at is not None:
             self.scale_in = action("ScaleInBeforeBlockEnd", plan.scale_in_at, 0, 0)
         if plan.warning:

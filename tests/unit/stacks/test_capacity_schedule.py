@@ -89,3 +89,18 @@ def test_prod_template_schedules_both_actions(prod_env: Synthesized) -> None:
 
 def test_on_demand_template_has_none(default_env: Synthesized) -> None:
     assert not resources(default_env.template_json(default_env.platform.gpu), "AWS::AutoScaling::ScheduledAction")
+
+
+def test_spare_nodes_join_the_group_but_not_the_job() -> None:
+    cfg = config_from_dict({"gpu_nodes": {"node_count": 2, "spare_nodes": 1, "max_nodes": 3}})
+    assert capacity_plan(cfg, datetime(2026, 12, 1, tzinfo=UTC)) == CapacityPlan(desired=3)
+    window = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0", "start": START, "end": END}
+    block = config_from_dict({"gpu_nodes": {"node_count": 4, "spare_nodes": 1, "max_nodes": 5, "capacity": window}})
+    assert capacity_plan(block, datetime(2027, 1, 10, tzinfo=UTC)).desired == 5
+
+
+def test_spares_must_fit_under_max_nodes() -> None:
+    from platform_config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"node_count \+ spare_nodes <= max_nodes, got 0 <= 2 <= 3 <= 2"):
+        config_from_dict({"gpu_nodes": {"node_count": 2, "spare_nodes": 1, "max_nodes": 2}})
