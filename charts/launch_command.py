@@ -224,6 +224,7 @@ def supervisor_script(
         *(["--host-moved", "${HOST_MOVED}"]),
         *("--unrecoverable", str(cfg.ft.unrecoverable_exit_code)),
         *("--max-in-window", str(budget.max_in_window), "--window-s", _seconds(budget.window_s)),
+        *("--nproc", str(topology.nproc_per_node)),
         *(["--in-job"] if MODE_LAYERS[mode].ft_launcher else []),
     ]
     wait = _seconds(cfg.job.rendezvous.join_timeout_s)

@@ -9,10 +9,11 @@ moment of synthesis (``now``):
   node termination handler can drain the pods (and training checkpoint) before EC2 reclaims the instances.
 
 CloudFormation refuses a scheduled action whose start time is in the past, so an action whose time has passed is
-left out: a stack deployed while the block runs gets ``node_count + spare_nodes`` nodes at once and only the scale-in action; a
-stack deployed after the scale-in time gets 0 nodes and a synth warning. On-demand and ODCR groups have no
-actions; their desired capacity is ``node_count + spare_nodes``. The Auto Scaling group's ``AutoScalingScheduledAction``
-update policy keeps a later deploy from resetting a size that an action (or an operator) changed.
+left out: a stack deployed while the block runs gets its nodes at once and only the scale-in action; a stack
+deployed after the scale-in time gets 0 nodes and a synth warning. On-demand and ODCR groups have no actions. The
+group's size is ``node_count + spare_nodes`` (``GpuNodesConfig.group_size``). The Auto Scaling group's
+``AutoScalingScheduledAction`` update policy keeps a later deploy from resetting a size that an action (or an
+operator) changed.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ wrapper appends a line to a node-local exit log (``<unix time> <launcher restart
 when the launcher exits, the loop runs ``python -m training.resilience.supervisor decide`` and does what it prints:
 ``exit N`` or ``relaunch``. Rules, first match wins:
 
-1. the launcher succeeded and no worker of the last generation failed -> ``exit 0``;
+1. the launcher succeeded and every local worker (``--nproc``) of the last generation exited 0 -> ``exit 0``;
 2. a worker exited with a "fail the Job" code -> ``exit`` that code (``podFailurePolicy`` FailJob);
 3. the supervisor stopped the launcher because the rendezvous host (index 0) was replaced (its address changed) ->
    ``relaunch`` to join the new host while the budget lasts (what the stopped workers reported does not count);
@@ -92,14 +92,17 @@ def decide(
     restarts_in_job: bool,
     max_in_window: int,
     window_s: float,
+    nproc: int = 1,
     host_moved: bool = False,
 ) -> Decision:
     """The supervisor's rules (module docstring) as a pure function."""
     last = max((e.restart for e in exits), default=None)
     failed_last = [e for e in exits if e.restart == last and e.code != 0]
-    # NVRx 0.4.1's ft_launcher exits 0 when its restarts ran out on a rank while the others succeeded: a worker that
-    # failed in the last generation outweighs the launcher's word.
-    if launcher_rc == 0 and not host_moved and not failed_last:
+    succeeded_last = {e.local_rank for e in exits if e.restart == last and e.code == 0}
+    # Success is every local worker of the last generation exiting 0, not the launcher's word: NVRx 0.4.1's
+    # ft_launcher exits 0 when its restarts ran out on one rank while the others succeeded, and when the rendezvous
+    # host closed the rendezvous on its way out (a pod that ended then would never rejoin its Job's next round).
+    if launcher_rc == 0 and not host_moved and not failed_last and len(succeeded_last) >= nproc:
         return Decision("exit", 0, "training completed")
     fail_job = set(fail_job_exit_codes(unrecoverable))
     for e in exits:
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--max-in-window", type=int, required=True)
     d.add_argument("--window-s", type=float, required=True)
     d.add_argument("--in-job", action="store_true", help="the launcher restarts workers itself (ft_launcher)")
+    d.add_argument("--nproc", type=int, required=True, help="workers per pod: all must have exited 0 for success")
     d.add_argument(
         "--host-moved",
         type=int,
@@ -157,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         restarts_in_job=args.in_job,
         max_in_window=args.max_in_window,
         window_s=args.window_s,
+        nproc=args.nproc,
         host_moved=bool(args.host_moved),
     )
     if decision.charge:

@@ -13,7 +13,7 @@ from training.resilience.supervisor import Decision, WorkerExit, decide, read_ex
 NOW = 10_000.0
 
 
-def _decide(rc, exits, history=(), *, in_job=False, host_moved=False, max_in_window=3, window_s=600.0):
+def _decide(rc, exits, history=(), *, in_job=False, host_moved=False, max_in_window=3, window_s=600.0, nproc=1):
     exits = [WorkerExit(ts, restart, rank, code) for ts, restart, rank, code in exits]
     return decide(
         rc,
@@ -24,6 +24,7 @@ def _decide(rc, exits, history=(), *, in_job=False, host_moved=False, max_in_win
         restarts_in_job=in_job,
         max_in_window=max_in_window,
         window_s=window_s,
+        nproc=nproc,
         host_moved=host_moved,
     )
 
@@ -31,7 +32,15 @@ def _decide(rc, exits, history=(), *, in_job=False, host_moved=False, max_in_win
 @pytest.mark.parametrize(
     ("case", "args", "kwargs", "action", "code"),
     [
-        ("success", (0, []), {}, "exit", 0),
+        ("success", (0, [(5.0, 0, 0, 0), (5.1, 0, 1, 0)]), {"nproc": 2}, "exit", 0),
+        ("launcher 0 without its workers' success is a lost peer", (0, []), {}, "relaunch", 0),
+        (
+            "launcher 0 after the host closed the rendezvous: only one of two workers succeeded",
+            (0, [(5.0, 2, 0, 0), (4.0, 1, 1, 137)]),
+            {"in_job": True, "nproc": 2},
+            "relaunch",
+            0,
+        ),
         ("success after a recovered failure", (0, [(1.0, 0, 0, 10), (9.0, 1, 0, 0)]), {}, "exit", 0),
         (
             "NVRx 0.4.1 exits 0 after its restarts ran out on rank 0: not a success",
@@ -133,6 +142,7 @@ def test_cli_prints_the_decision_and_records_a_relaunch(tmp_path):
     exits.write_text("100.0 0 0 14\n")
     cmd = [sys.executable, "-m", "training.resilience.supervisor", "decide", "--exits", str(exits)]
     cmd += ["--history", str(history), "--rc", "1", "--unrecoverable", "42", "--max-in-window", "1", "--window-s", "60"]
+    cmd += ["--nproc", "2"]
     first = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60)
     assert first.stdout.startswith("relaunch a peer was lost (launcher exit 1)")
     assert len(history.read_text().split()) == 1
