@@ -44,7 +44,7 @@ def _worker(args: argparse.Namespace) -> int:
     if rank == 0:
         marker = {"step": 1, "world_size": world, "files": file_checksums(path)}
         (path / COMMIT_MARKER).write_text(json.dumps(marker))
-    mgr = CheckpointManager(args.out, "sync", 1, EventLog(args.out, rank), rank, world)
+    mgr = CheckpointManager(args.out, "sync", 1, EventLog(args.out, rank), rank, world, collective_timeout_s=600)
     times: dict[str, list[float]] = {"rank 0 alone": [], "shared by all ranks": []}
     for _ in range(args.repeats):
         dist.barrier()

@@ -25,7 +25,7 @@ from training.checkpoint.state import AppState, state_digest
 from training.data.dataset import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
 from training.model.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config, tokenizer_mismatch
 from training.model.llama import ModelArgs, build_model, flops_per_token
-from training.parallel.distributed import apply_fsdp, device, set_determinism
+from training.parallel.distributed import apply_fsdp, checkpoint_timeout_s, device, set_determinism
 from training.telemetry.events import EventLog
 from training.telemetry.metrics import StepTimer, peak_flops_per_device
 
@@ -137,6 +137,7 @@ class Trainer:
                 self.events,
                 self.rank,
                 self.world_size,
+                collective_timeout_s=checkpoint_timeout_s(self.cfg.inprocess),
                 nvrx_staging=self.cfg.checkpoint.nvrx_staging,
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))

@@ -143,15 +143,20 @@ FAST_CONFIG: dict[str, Any] = {
 
 
 @contextlib.contextmanager
-def single_process_group() -> Iterator[None]:
-    """A real one-rank gloo process group in this process (file store in a temp dir); destroyed on exit."""
+def single_process_group(timeout_s: float | None = None) -> Iterator[None]:
+    """A real one-rank gloo process group in this process (file store in a temp dir); destroyed on exit.
+
+    ``timeout_s``: the default group's timeout (None: torch's default)."""
+    import datetime
+
     import torch.distributed as dist
 
     if dist.is_initialized():
         raise RuntimeError("a process group is already initialised in this process")
+    timeout = {} if timeout_s is None else {"timeout": datetime.timedelta(seconds=timeout_s)}
     with tempfile.TemporaryDirectory() as tmp:
         store = dist.FileStore(os.path.join(tmp, "store"), 1)
-        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1, **timeout)
         try:
             yield
         finally:
@@ -190,3 +195,10 @@ def tiny_train_step(state: Any) -> float:
     state.optimizer.zero_grad()
     state.step += 1
     return float(loss.detach())
+
+
+def group_timeout_s(group: Any) -> float:
+    """The timeout a gloo process group's collectives run with (torch's private options; tests only)."""
+    import torch
+
+    return group._get_backend(torch.device("cpu")).options._timeout.total_seconds()

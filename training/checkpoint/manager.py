@@ -101,14 +101,6 @@ class _InFlight:
     generation: int = field(default_factory=lambda: _GENERATION[0])
 
 
-def _default_pg_timeout() -> datetime.timedelta | None:
-    """The default process group's timeout (None = torch's default); added by H4 (resilience)."""
-    with contextlib.suppress(Exception):
-        backend = dist.group.WORLD._get_backend(torch.device("cpu"))  # type: ignore[union-attr]
-        return backend.options._timeout
-    return None
-
-
 class CheckpointManager:
     """Saves and restores :class:`AppState` under ``root``; at most one save in flight.
 
@@ -124,6 +116,7 @@ class CheckpointManager:
         rank: int,
         world_size: int,
         *,
+        collective_timeout_s: float,
         write_delay_s: float | None = None,
         nvrx_staging: NvrxStaging = "cuda-ipc",
     ) -> None:
@@ -156,11 +149,13 @@ class CheckpointManager:
             )
             if rank == 0:
                 print(f"[checkpoint] {self.notice}", flush=True)
-        # Checkpoint collectives (DCP planning, commit agreement) run on their own gloo group so that an
-        # async write thread never interleaves with the training collectives of the default group.
-        # H4 (resilience): inherit the default group's (short) timeout; new_group's own default is 30 min, which
-        # leaves a peer of a rank that faulted during restore/checkpoint blocked past the in-process hard timeout.
-        self.pg = dist.new_group(backend="gloo", timeout=_default_pg_timeout()) if dist.is_initialized() else None
+        # Checkpoint collectives (DCP planning, commit agreement, restore) run on their own gloo group so that an
+        # async write thread never interleaves with the training collectives of the default group. Its deadline is
+        # explicit (``training.parallel.distributed.checkpoint_timeout_s``): NVRx cannot abort gloo, and without
+        # one new_group takes torch's 30-minute default whenever the default group is NCCL.
+        self.collective_timeout_s = collective_timeout_s
+        timeout = datetime.timedelta(seconds=collective_timeout_s)
+        self.pg = dist.new_group(backend="gloo", timeout=timeout) if dist.is_initialized() else None
 
     # ------------------------------------------------------------------ helpers
     def _emit(self, event: str, **fields: Any) -> None:

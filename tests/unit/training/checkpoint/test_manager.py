@@ -35,6 +35,9 @@ from training.checkpoint.manager import CheckpointManager, _InFlight
 from training.checkpoint.state import state_digest
 from training.telemetry.events import EventLog, read_events
 
+#: Deadline of the checkpoint group's collectives in these one-rank tests (never reached).
+TIMEOUT_S = 10.0
+
 
 @pytest.fixture(autouse=True)
 def _group():
@@ -43,6 +46,7 @@ def _group():
 
 
 def _manager(root: Path, mode: str = "sync", keep_last: int = 5, **kw) -> CheckpointManager:
+    kw.setdefault("collective_timeout_s", TIMEOUT_S)
     return CheckpointManager(root, mode, keep_last, EventLog(root.parent, rank=0), 0, 1, **kw)
 
 
@@ -281,7 +285,7 @@ def test_unwritable_directory_raises_checkpoint_write_error(tmp_path: Path) -> N
         pytest.skip(f"{root.parent} is writable here")
     except OSError:
         pass
-    mgr = CheckpointManager(root, "sync", 2, EventLog(tmp_path, rank=0), 0, 1)
+    mgr = CheckpointManager(root, "sync", 2, EventLog(tmp_path, rank=0), 0, 1, collective_timeout_s=TIMEOUT_S)
     with pytest.raises(CheckpointWriteError) as info:
         mgr.save(1, tiny_app_state(0))
     assert any(code in str(info.value) for code in ("EPERM", "EACCES", "EROFS", "ENOENT"))
@@ -344,7 +348,7 @@ def _finished_write(root: Path, step: int) -> _InFlight:
 def test_the_commit_does_not_block_the_thread_that_finalizes_the_write(tmp_path: Path) -> None:
     """NVRx finalizes a finished write on the training thread: rank 0's commit must run elsewhere."""
     root = tmp_path / "ckpt"
-    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1)
+    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1, collective_timeout_s=TIMEOUT_S)
     mgr.gate = threading.Event()
     flight = _finished_write(root, 3)
     mgr._write_done(flight)  # returns while the commit waits
@@ -359,7 +363,7 @@ def test_a_restore_waits_for_a_commit_still_running(tmp_path: Path) -> None:
     """After an in-process restart the commit of a finished write may still run: restore must count it, and
     must not remove its directory as a partial one."""
     root = tmp_path / "ckpt"
-    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1)
+    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1, collective_timeout_s=TIMEOUT_S)
     mgr.gate = threading.Event()
     flight = _finished_write(root, 4)
     mgr._write_done(flight)
@@ -384,7 +388,9 @@ def test_each_rank_hashes_only_its_share_and_together_they_find_a_bit_flip(tmp_p
 
 def _rank0_of_two(tmp_path: Path) -> CheckpointManager:
     """Rank 0 of a two-rank job (only its commit is driven here; rank 1 is played by the test)."""
-    return CheckpointManager(tmp_path / "ckpt", "async", 5, EventLog(tmp_path, rank=0), 0, 2)
+    return CheckpointManager(
+        tmp_path / "ckpt", "async", 5, EventLog(tmp_path, rank=0), 0, 2, collective_timeout_s=TIMEOUT_S
+    )
 
 
 def test_rank0_commits_with_the_checksums_the_other_rank_published(tmp_path: Path) -> None:
