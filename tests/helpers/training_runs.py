@@ -202,3 +202,24 @@ def group_timeout_s(group: Any) -> float:
     import torch
 
     return group._get_backend(torch.device("cpu")).options._timeout.total_seconds()
+
+
+def make_marker_unreadable(ckpt: Path) -> bytes:
+    """Replace a checkpoint's commit marker by a directory of the same name, so that reading it fails with EISDIR:
+    an OSError other than "file not found", as an I/O error on a network file system is. Returns its bytes."""
+    from training.checkpoint.files import COMMIT_MARKER
+
+    marker = Path(ckpt) / COMMIT_MARKER
+    data = marker.read_bytes()
+    marker.unlink()
+    marker.mkdir()
+    return data
+
+
+def restore_marker(ckpt: Path, data: bytes) -> None:
+    """Undo :func:`make_marker_unreadable`."""
+    from training.checkpoint.files import COMMIT_MARKER
+
+    marker = Path(ckpt) / COMMIT_MARKER
+    marker.rmdir()
+    marker.write_bytes(data)

@@ -1,4 +1,4 @@
-"""The errors of the checkpoint layer (shared by :mod:`.manager` and :mod:`.nvrx_async`)."""
+"""The errors of the checkpoint layer (shared by :mod:`.files`, :mod:`.manager` and :mod:`.nvrx_async`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,21 @@ class CheckpointError(RuntimeError):
     """Base class of checkpoint errors."""
 
 
-class CheckpointWriteError(CheckpointError):
+class CheckpointStorageError(CheckpointError):
+    """The checkpoint storage failed (a write, a commit or a read): retried by the restart layers, then exit 21."""
+
+
+class CheckpointWriteError(CheckpointStorageError):
     """A checkpoint could not be written or committed (ENOSPC, unwritable directory, I/O error)."""
+
+
+class CheckpointReadError(CheckpointStorageError):
+    """A committed checkpoint could not be read (an I/O error, not a damaged checkpoint): never a reason to skip,
+    quarantine or delete it."""
+
+
+class MarkerReadError(CheckpointReadError):
+    """A commit marker exists but could not be read, even after retries."""
 
 
 class NoUsableCheckpointError(CheckpointError):

@@ -39,7 +39,13 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpointException
 
-from training.checkpoint.errors import CheckpointError, CheckpointWriteError, NoUsableCheckpointError
+from training.checkpoint.errors import (
+    CheckpointError,
+    CheckpointReadError,
+    CheckpointWriteError,
+    MarkerReadError,
+    NoUsableCheckpointError,
+)
 from training.checkpoint.files import (
     COMMIT_MARKER,
     FULL_FS_BYTES,
@@ -51,6 +57,7 @@ from training.checkpoint.files import (
     is_rank_sums,
     list_committed,
     list_partial,
+    list_step_dirs,
     own_files,
     publish_rank_checksums,
     rank_sums_file,
@@ -193,6 +200,12 @@ class CheckpointManager:
         err = CheckpointWriteError(f"checkpoint at step {step} failed: {msg}")
         err.__cause__ = exc
         return err
+
+    def _read_failed(self, step: int, message: str) -> CheckpointReadError:
+        """A storage error while restoring ``step`` (``ckpt_failed`` with ``op=restore``); the checkpoint is kept."""
+        self.events.emit("ckpt_failed", step=step, error=message, op="restore", backend=self.backend)
+        print(f"[checkpoint] rank {self.rank}: restore of step {step} failed: {message}", flush=True)
+        return CheckpointReadError(f"restore of step {step} failed: {message}")
 
     # ------------------------------------------------------------------ save
     @property
@@ -340,8 +353,8 @@ class CheckpointManager:
             os.replace(tmp_marker, flight.tmp / COMMIT_MARKER)
             fsync_dir(flight.tmp)
             final = self.root / step_dir_name(flight.step)
-            if final.exists():  # an older, replaced copy of the same step (e.g. after allow_fresh_start)
-                shutil.rmtree(final)
+            if final.exists():  # an older copy of the same step (e.g. after allow_fresh_start): kept, not deleted
+                self._quarantine(flight.step, final, "replaced by a new save of the same step")
             os.replace(flight.tmp, final)
             fsync_dir(self.root)
             write_s = time.perf_counter() - flight.t_begin
@@ -374,8 +387,16 @@ class CheckpointManager:
         return sums
 
     def _retention(self, newest: int) -> None:
-        committed = list_committed(self.root)
-        for _, path in committed[: -self.keep_last]:
+        """Remove committed checkpoints beyond ``keep_last`` and unfinished saves up to ``newest``. A checkpoint whose
+        marker is missing, damaged or unreadable is left alone (the next restore verifies or quarantines it)."""
+        committed = []
+        for _, path in list_step_dirs(self.root):
+            try:
+                if read_marker(path) is not None:
+                    committed.append(path)
+            except MarkerReadError as exc:
+                print(f"[checkpoint] retention leaves {path} alone: {exc}", flush=True)
+        for path in committed[: -self.keep_last]:
             shutil.rmtree(path, ignore_errors=True)
         for step, path in list_partial(self.root):
             if step <= newest:  # partial leftovers of earlier (crashed) saves
@@ -464,14 +485,14 @@ class CheckpointManager:
                 join_commits()
                 for _, path in list_partial(self.root):  # no save of this job can be in flight at restore time
                     shutil.rmtree(path, ignore_errors=True)
-                listing = {"candidates": [(step, str(path)) for step, path in reversed(list_committed(self.root))]}
-            except OSError as exc:
-                listing = {"error": f"cannot read checkpoint root {self.root}: {describe_error(exc)}"}
+                listing = {"candidates": [(step, str(path)) for step, path in reversed(list_step_dirs(self.root))]}
+            except OSError as exc:  # a storage error, not a reason to give up on the checkpoints
+                listing = {"storage": f"cannot list the checkpoint root {self.root}: {describe_error(exc)}"}
         listing = self._broadcast(listing)
-        if "error" in listing:
-            return listing
+        if "storage" in listing:
+            raise self._read_failed(-1, listing["storage"])
         for step, name in listing["candidates"]:
-            reason = self._verify_together(Path(name))
+            reason = self._verify_together(step, Path(name))
             if reason is None:
                 return {"step": step, "path": name}
             if self.rank == 0:
@@ -488,22 +509,33 @@ class CheckpointManager:
                 choice = {"step": None, "quarantined": quarantined}
         return self._broadcast(choice)
 
-    def _verify_together(self, path: Path) -> str | None:
+    def _verify_together(self, step: int, path: Path) -> str | None:
         """:func:`verify_checkpoint` with the hashing split between the ranks; the same answer on every rank.
+
+        None when the checkpoint verifies, else why it is damaged. A commit marker that a rank cannot read (after
+        :func:`read_marker`'s retries) raises :class:`CheckpointReadError` on every rank instead: a storage error
+        is no evidence of a damaged checkpoint, so the checkpoint is neither skipped nor quarantined.
 
         Rank 0's commit, which hashes the same bytes, held the loop ~10 s for the 1B model (11.7 GB) on an H200
         host; at 8B (~100 GB) on FSx a restore verified by rank 0 alone would wait minutes. Split, each rank
         reads 1/world_size of the bytes (``python -m benchmarks.restore_verify``).
         """
+        reason: str | None = None
+        storage: str | None = None
         try:
             reason = verify_checkpoint(path, share=(self.rank, self.world_size), check_layout=self.rank == 0)
+        except MarkerReadError as exc:
+            storage = f"rank {self.rank}: {exc}"
         except OSError as exc:
             reason = f"unreadable: {describe_error(exc)}"
-        if self.pg is None:
-            return reason
-        reasons: list[str | None] = [None] * self.world_size
-        dist.all_gather_object(reasons, reason, group=self.pg)
-        return next((r for r in reasons if r), None)
+        verdicts: list[tuple[str | None, str | None]] = [(reason, storage)]
+        if self.pg is not None:
+            verdicts = [(None, None)] * self.world_size
+            dist.all_gather_object(verdicts, (reason, storage), group=self.pg)
+        storage = next((s for _, s in verdicts if s), None)
+        if storage is not None:
+            raise self._read_failed(step, storage)
+        return next((r for r, _ in verdicts if r), None)
 
     def load_latest(
         self,

@@ -10,7 +10,7 @@ Codes (all distinct; ``cfg.ft.unrecoverable_exit_code`` must not collide with th
  12   FAULT_OOM                  an allocation failure
  13   FAULT_COMM                 a broken collective / process group
  20   NO_USABLE_CHECKPOINT       checkpoints exist but none verifies (never restarts from 0)
- 21   CHECKPOINT_WRITE           checkpoint storage failed (ENOSPC, unwritable directory)
+ 21   CHECKPOINT_WRITE           checkpoint storage failed (ENOSPC, unwritable directory, unreadable marker)
  N    UNRECOVERABLE              ``cfg.ft.unrecoverable_exit_code`` (default 42): the same fault
                                  repeated more than ``cfg.faults.max_repeats`` times, in-process
                                  retries exhausted, or ft_launcher restarts exhausted
@@ -100,7 +100,7 @@ def classify(exc: BaseException) -> str:
     text = str(exc).lower()
     if name == "NoUsableCheckpointError":
         return "no_usable_checkpoint"
-    if name == "CheckpointWriteError":
+    if any(c.__name__ == "CheckpointStorageError" for c in type(exc).__mro__):  # a write, commit or read failed
         return "checkpoint_write"
     if isinstance(exc, MemoryError) or "outofmemory" in name.lower() or "can't allocate memory" in text:
         return "oom"

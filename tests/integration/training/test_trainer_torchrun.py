@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-from tests.helpers.training_runs import FAST_CONFIG, read_result, run_trainer
-from training.checkpoint.files import hash_shares, list_committed, read_marker, step_dir_name
+from tests.helpers.training_runs import FAST_CONFIG, make_marker_unreadable, read_result, run_trainer
+from training.checkpoint.files import COMMIT_MARKER, hash_shares, list_committed, read_marker, step_dir_name
 from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
@@ -124,6 +124,20 @@ def test_all_checkpoints_unusable_exits_non_zero_with_named_error(tmp_path: Path
     proc, _ = run_trainer(run, steps=8, mode="sync", config=_cfg(), check=False)
     assert proc.returncode != 0
     assert "NoUsableCheckpointError" in proc.stdout + proc.stderr
+
+
+def test_an_unreadable_marker_never_restarts_from_step_0_nor_deletes_the_checkpoint(tmp_path: Path) -> None:
+    """The run committed step 5; on the next launch ``COMMITTED`` cannot be read: the launch fails naming the file,
+    trains nothing, and step_5/ is still there, whole."""
+    _, run = run_trainer(tmp_path / "run", steps=5, mode="sync", config=_cfg())
+    ckpt = run / "checkpoints" / step_dir_name(5)
+    make_marker_unreadable(ckpt)
+    files = sorted(p.name for p in ckpt.iterdir())
+    proc, _ = run_trainer(run, steps=8, mode="sync", config=_cfg(), check=False)
+    assert proc.returncode != 0
+    assert f"cannot read the commit marker {ckpt / COMMIT_MARKER}: EISDIR" in proc.stdout + proc.stderr
+    assert sorted(p.name for p in ckpt.iterdir()) == files
+    assert [e["step"] for e in read_events(run) if e["event"] == "step"] == [1, 2, 3, 4, 5]  # the first launch's
 
 
 def test_golden_loss_curve_tiny(tmp_path: Path) -> None:

@@ -14,8 +14,14 @@ import pytest
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 
-from tests.helpers.training_runs import single_process_group, tiny_app_state, tiny_train_step
-from training.checkpoint.errors import CheckpointWriteError, NoUsableCheckpointError
+from tests.helpers.training_runs import (
+    make_marker_unreadable,
+    restore_marker,
+    single_process_group,
+    tiny_app_state,
+    tiny_train_step,
+)
+from training.checkpoint.errors import CheckpointReadError, CheckpointWriteError, NoUsableCheckpointError
 from training.checkpoint.files import (
     COMMIT_MARKER,
     QUARANTINE_DIR,
@@ -25,6 +31,7 @@ from training.checkpoint.files import (
     file_checksums,
     hash_shares,
     list_committed,
+    list_step_dirs,
     publish_rank_checksums,
     read_marker,
     step_dir_name,
@@ -145,16 +152,51 @@ def test_damaged_checkpoint_is_quarantined_and_previous_used(tmp_path: Path, dam
     else:
         (bad / COMMIT_MARKER).write_text("{not json")
     fresh = tiny_app_state(0)
-    step = _manager(root).load_latest(fresh)
-    if damage == "marker":  # an unreadable marker means "never committed": ignored, then cleaned up
-        assert step == 1 and not bad.exists()
-    else:
-        assert step == 1
-        quarantined = list((root / QUARANTINE_DIR).iterdir())
-        assert [p.name.split("-")[0] for p in quarantined] == [step_dir_name(2)]
-        (event,) = _events(root, "ckpt_quarantined")
-        assert event["step"] == 2 and event["reason"]
+    assert _manager(root).load_latest(fresh) == 1
+    quarantined = list((root / QUARANTINE_DIR).iterdir())  # kept for inspection, never deleted
+    assert [p.name.split("-")[0] for p in quarantined] == [step_dir_name(2)]
+    (event,) = _events(root, "ckpt_quarantined")
+    assert event["step"] == 2 and event["reason"]
+    if damage == "marker":
+        assert event["reason"].startswith("commit marker is not a marker")
     assert _digest(fresh) == digests[1]
+
+
+def test_an_unreadable_marker_stops_the_restore_and_keeps_the_checkpoint(tmp_path: Path) -> None:
+    """An I/O error reading the newest marker must not make the restore fall back to an older checkpoint (or to
+    step 0 when it is the only one), nor delete or quarantine it."""
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    digests = _train_and_save(mgr, tiny_app_state(0), [1, 2])
+    mgr.close()
+    newest = root / step_dir_name(2)
+    data = make_marker_unreadable(newest)
+    files = sorted(p.name for p in newest.iterdir())
+    with pytest.raises(CheckpointReadError) as info:
+        _manager(root).load_latest(tiny_app_state(0))
+    assert f"cannot read the commit marker {newest / COMMIT_MARKER}: EISDIR" in str(info.value)
+    assert sorted(p.name for p in newest.iterdir()) == files
+    assert not (root / QUARANTINE_DIR).exists()
+    (failed,) = _events(root, "ckpt_failed")
+    assert (failed["step"], failed["op"]) == (2, "restore") and "EISDIR" in failed["error"]
+    assert not [e for e in _events(root, "restore")]  # neither step 1 nor a fresh start
+    restore_marker(newest, data)  # the storage recovers: the same checkpoint loads
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 2
+    assert _digest(fresh) == digests[2]
+
+
+def test_retention_never_deletes_a_checkpoint_whose_marker_cannot_be_read(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, keep_last=1)
+    state = tiny_app_state(0)
+    _train_and_save(mgr, state, [1])
+    older = root / step_dir_name(1)
+    make_marker_unreadable(older)
+    _train_and_save(mgr, state, [2])  # retention after this commit would keep only step 2
+    mgr.close()
+    assert older.is_dir() and (older / "__0_0.distcp").is_file()
+    assert [s for s, _ in list_step_dirs(root)] == [1, 2]
 
 
 def _shift_one_item(ckpt: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers.training_runs import REPO_ROOT
 from tests.helpers.training_runs import test_env as child_env
+from training.checkpoint.errors import CheckpointWriteError, MarkerReadError
 from training.resilience.exit_codes import (
     ExitCode,
     FailureLedger,
@@ -38,6 +39,7 @@ def test_classify_causes() -> None:
     assert classify(RuntimeError("Connection closed by peer [127.0.0.1]:1")) == "comm"
     assert classify(RuntimeError("Timed out waiting 3000ms for recv")) == "hang"
     assert classify(ValueError("x")) == "exception"
+    assert classify(CheckpointWriteError("ENOSPC")) == classify(MarkerReadError("EIO")) == "checkpoint_write"
     assert exit_code_for("checkpoint_write", 42) == ExitCode.CHECKPOINT_WRITE
     assert exit_code_for("unrecoverable", 42) == 42
 
