@@ -218,9 +218,7 @@ class Runner:
             self.hooks.reset_step_timing()
         self.entered_ns = entered_ns
         self.hooks.stall.progress()  # (re-)entering counts as progress: a stall from here on gets a stack dump
-        reason = self.ledger.escalation()
-        if reason:
-            raise UnrecoverableError(reason)
+        self.ledger.check()
         self._init_process_group(iteration)
         self.events.emit("start", world_size=self.world_size, mode=self.mode.value, device=str(distributed.device()))
         trainer = Trainer(
@@ -383,7 +381,7 @@ def run(args: argparse.Namespace) -> int:
     for f in timeout_check.check_static(cfg, inprocess=layers.inprocess, ft_launcher=layers.ft_launcher):
         if runner.rank == 0:
             print(f"[timeout-check] {f}", flush=True)
-    code, cause, message, primary = 0, "completed", "", True
+    code, cause, message, primary, final = 0, "completed", "", True, False
     if layers.inprocess:
         # Import lazily-loaded heavy modules before entering the Wrapper: an asynchronous RankShouldRestart that
         # lands in the middle of an import leaves a half-initialised module behind (seen on CPU: a fault during
@@ -408,7 +406,7 @@ def run(args: argparse.Namespace) -> int:
             runner()
     except UnrecoverableError as err:
         cause = getattr(err, "cause", "unrecoverable")
-        code, message = exit_code_for(cause, unrecoverable), err.reason
+        code, message, final = exit_code_for(cause, unrecoverable), err.reason, True
     except BaseException as err:
         if is_restart_abort(err):
             cause, message = "unrecoverable", f"in-process restarts exhausted or world too small: {err}"
@@ -419,10 +417,11 @@ def run(args: argparse.Namespace) -> int:
             if layers.ft_launcher or not isinstance(err, Exception):
                 traceback.print_exc()
         code = exit_code_for(cause, unrecoverable)
+        final = cause in ("unrecoverable", "config", "no_usable_checkpoint")
     if code:
         print(f"[train] rank {runner.rank}: exiting with code {code} ({cause}): {message}", file=sys.stderr, flush=True)
-        write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary)
-        if cause in ("unrecoverable", "config", "no_usable_checkpoint"):
+        write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary, final=final)
+        if final:
             runner.monitor.request_shutdown(f"{cause}: {message[:200]}")
     runner.hooks.stall.stop()
     runner.events.emit("exit", reason=cause, code=code, step=runner.last_step)

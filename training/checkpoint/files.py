@@ -238,8 +238,8 @@ def list_partial(root: Path) -> list[tuple[int, Path]]:
     return _list(root, _TMP_RE)
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line naming the cause, e.g. ``ENOSPC: No space left on device`` (unwraps DCP's CheckpointException)."""
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and everything it wraps: ``__cause__``, ``__context__`` and each rank's error in DCP's exception."""
     seen: list[BaseException] = []
     stack: list[BaseException] = [exc]
     while stack:
@@ -254,9 +254,20 @@ def describe_error(exc: BaseException) -> str:
                 if isinstance(inner, BaseException):
                     stack.append(inner)
         stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
-    for e in seen:
-        if isinstance(e, OSError) and e.errno is not None:
-            return f"{errno.errorcode.get(e.errno, e.errno)}: {e.strerror} ({type(e).__name__})"
+    return seen
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The first OSError with an errno among ``exc`` and what it wraps (a storage error), if any."""
+    return next((e for e in _causes(exc) if isinstance(e, OSError) and e.errno is not None), None)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the cause, e.g. ``ENOSPC: No space left on device`` (unwraps DCP's CheckpointException)."""
+    seen = _causes(exc)
+    os_error = os_error_in(exc)
+    if os_error is not None:
+        return f"{errno.errorcode.get(os_error.errno, os_error.errno)}: {os_error.strerror} ({type(os_error).__name__})"
     # No errno: torch's C++ writers raise RuntimeError("... file write failed" / "No space left on device").
     inner = [e for e in seen if not isinstance(e, DcpCheckpointException)]
     for e in inner:

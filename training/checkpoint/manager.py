@@ -58,6 +58,7 @@ from training.checkpoint.files import (
     list_committed,
     list_partial,
     list_step_dirs,
+    os_error_in,
     own_files,
     publish_rank_checksums,
     rank_sums_file,
@@ -78,6 +79,9 @@ RANK_SUMS_WAIT_S = 600.0
 _GENERATION = [0]
 #: Test/fault-injection hook: seconds each checkpoint write sleeps first (simulates slow storage).
 WRITE_DELAY_ENV = "TRAINING_CKPT_WRITE_DELAY_S"
+#: Test/fault-injection hook: an errno name (e.g. ``EIO``) that every read of checkpoint data by ``dcp.load`` fails
+#: with (a storage that lists and verifies, then fails the load: DCP raises its BaseException).
+READ_ERROR_ENV = "TRAINING_CKPT_READ_ERROR"
 
 
 class _SlowWriter(FileSystemWriter):
@@ -90,6 +94,22 @@ class _SlowWriter(FileSystemWriter):
     def write_data(self, plan, planner):  # type: ignore[no-untyped-def]
         time.sleep(self.delay_s)
         return super().write_data(plan, planner)
+
+
+class _FailingReader(FileSystemReader):
+    """FileSystemReader whose data reads fail with ``errno_name`` (storage fault injection)."""
+
+    def __init__(self, path: Path, errno_name: str) -> None:
+        super().__init__(path)
+        self.errno = getattr(errno, errno_name)
+
+    def read_data(self, plan, planner):  # type: ignore[no-untyped-def]
+        raise OSError(self.errno, f"{os.strerror(self.errno)} (injected by {READ_ERROR_ENV})")
+
+
+def _reader(path: Path) -> FileSystemReader:
+    injected = os.environ.get(READ_ERROR_ENV)
+    return _FailingReader(path, injected) if injected else FileSystemReader(path)
 
 
 @dataclass
@@ -126,7 +146,10 @@ class CheckpointManager:
         collective_timeout_s: float,
         write_delay_s: float | None = None,
         nvrx_staging: NvrxStaging = "cuda-ipc",
+        nvrx: NvrxAsync | None = None,
     ) -> None:
+        """``nvrx``: the NVRx async path to use in ``async`` mode instead of choosing one (tests drive NVRx's writer
+        on CPU tensors through it)."""
         if mode not in ("sync", "async"):
             raise ValueError(f"checkpoint mode must be 'sync' or 'async', got {mode!r}")
         if keep_last < 1:
@@ -143,9 +166,9 @@ class CheckpointManager:
         self._closed = False
         if mode == "sync":
             self.backend = "dcp.save"
-        elif nvrx_async_available():
-            self.backend = f"nvrx.FileSystemWriterAsync ({nvrx_staging})"
-            self._nvrx = NvrxAsync(nvrx_staging)
+        elif nvrx is not None or nvrx_async_available():
+            self._nvrx = nvrx or NvrxAsync(nvrx_staging)
+            self.backend = f"nvrx.FileSystemWriterAsync ({self._nvrx.staging})"
         else:
             self.backend = "torch.dcp.async_save"
         self.notice = ""
@@ -407,7 +430,14 @@ class CheckpointManager:
         # Whatever is pending, the warm-up request included (the same on every rank): finalizing it early makes
         # the writer idle, and so reusable after an in-process restart.
         if self._nvrx is not None and self._nvrx.pending():
-            self._nvrx.finalize(blocking=False)
+            try:
+                self._nvrx.finalize(blocking=False)
+            except (Exception, DcpCheckpointException) as exc:  # a failed write; DCP's exception is a BaseException
+                flight, self._inflight = self._inflight, None
+                if flight is not None:
+                    flight.error = flight.error or exc
+                    flight.done.set()
+                raise self._fail(flight.step if flight else -1, exc) from exc
         if self._inflight is not None and self._inflight.done.is_set() and self._inflight.error is None:
             self._inflight = None
 
@@ -565,10 +595,17 @@ class CheckpointManager:
         if before_load is not None:
             before_load(step)
         path = Path(choice["path"])
-        metadata = FileSystemReader(path).read_metadata()
-        source = state.prepare_load(metadata.state_dict_metadata.keys())
-        state_dict = {"app": state.state_dict()}
-        dcp.load(state_dict, storage_reader=FileSystemReader(path), process_group=self.pg)
+        try:
+            metadata = FileSystemReader(path).read_metadata()
+            source = state.prepare_load(metadata.state_dict_metadata.keys())
+            state_dict = {"app": state.state_dict()}
+            dcp.load(state_dict, storage_reader=_reader(path), process_group=self.pg)
+        except (Exception, DcpCheckpointException) as exc:  # DCP's exception is a BaseException: no restart layer
+            if os_error_in(exc) is not None:  # would see it, nor the failure ledger
+                raise self._read_failed(step, f"{path}: {describe_error(exc)}") from exc
+            if isinstance(exc, DcpCheckpointException):
+                raise CheckpointError(f"restore of step {step} from {path} failed: {describe_error(exc)}") from exc
+            raise
         state.load_state_dict(state_dict["app"])
         if state.step != step:
             raise CheckpointError(f"{path} holds step {state.step}, its name says {step}")

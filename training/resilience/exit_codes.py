@@ -10,7 +10,8 @@ Codes (all distinct; ``cfg.ft.unrecoverable_exit_code`` must not collide with th
  12   FAULT_OOM                  an allocation failure
  13   FAULT_COMM                 a broken collective / process group
  20   NO_USABLE_CHECKPOINT       checkpoints exist but none verifies (never restarts from 0)
- 21   CHECKPOINT_WRITE           checkpoint storage failed (ENOSPC, unwritable directory, unreadable marker)
+ 21   CHECKPOINT_WRITE           checkpoint storage failed (ENOSPC, unwritable directory, unreadable marker);
+                                 also once its retries are used up (``KEEP_CODE_ON_ESCALATION``)
  N    UNRECOVERABLE              ``cfg.ft.unrecoverable_exit_code`` (default 42): the same fault
                                  repeated more than ``cfg.faults.max_repeats`` times, in-process
                                  retries exhausted, or ft_launcher restarts exhausted
@@ -69,12 +70,19 @@ CAUSE_CODES: dict[str, ExitCode] = {
 class UnrecoverableError(BaseException):
     """Recovery is pointless: the process must end with the unrecoverable code.
 
-    A ``BaseException`` so that NVRx's in-process Wrapper does not treat it as a restartable fault.
+    A ``BaseException`` so that NVRx's in-process Wrapper does not treat it as a restartable fault. ``cause``:
+    the cause whose exit code the process ends with (default: the unrecoverable code).
     """
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, cause: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        if cause is not None:
+            self.cause = cause
+
+
+#: Causes that keep their own exit code once their retries are used up (the storage is at fault, not training).
+KEEP_CODE_ON_ESCALATION = frozenset({"checkpoint_write"})
 
 
 def check_codes(unrecoverable: int) -> None:
@@ -118,13 +126,16 @@ def exit_code_for(cause: str, unrecoverable: int) -> int:
     return int(CAUSE_CODES.get(cause, ExitCode.FAULT_EXCEPTION))
 
 
-def write_exit_status(run_dir: Path, code: int, cause: str, message: str, rank: int, *, overwrite: bool = True) -> None:
+def write_exit_status(
+    run_dir: Path, code: int, cause: str, message: str, rank: int, *, overwrite: bool = True, final: bool = False
+) -> None:
     """Record why a worker ended (read by :func:`translate_launcher_exit`); the latest record wins unless
-    ``overwrite`` is False (a consequence of another rank's failure must not hide that rank's cause)."""
+    ``overwrite`` is False (a consequence of another rank's failure must not hide that rank's cause). ``final``:
+    the worker asked the launcher not to restart (its code is the job's, whatever the launcher exits with)."""
     path = Path(run_dir) / EXIT_STATUS_FILE
     if not overwrite and path.exists():
         return
-    atomic_write_json(path, {"code": code, "cause": cause, "message": message, "rank": rank})
+    atomic_write_json(path, {"code": code, "cause": cause, "message": message, "rank": rank, "final": final})
 
 
 def read_exit_status(run_dir: Path) -> dict[str, Any] | None:
@@ -155,7 +166,7 @@ def translate_launcher_exit(
         return 0, "completed"
     status = read_exit_status(run_dir)
     fail_job = fail_job_exit_codes(unrecoverable)
-    if status is not None and (int(status["code"]) in fail_job or not restarts_exhausted):
+    if status is not None and (int(status["code"]) in fail_job or not restarts_exhausted or status.get("final")):
         return int(status["code"]), f"{status['cause']}: {status['message']} (rank {status['rank']})"
     last = f"; last failure: {status['cause']}: {status['message']}" if status else ""
     if restarts_exhausted:
@@ -194,18 +205,25 @@ class FailureLedger:
         atomic_write_json(self.path, counts)
         return counts[key]
 
-    def escalation(self) -> str | None:
-        """A reason string if some failure repeated more than ``max_repeats`` times, else None."""
+    def _escalated(self) -> tuple[str, str] | None:
+        """(key, reason) of the first failure that repeated more than ``max_repeats`` times, if any."""
         for key, n in sorted(self.counts().items()):
             if n > self.max_repeats:
-                return f"{key} on rank {self.rank} failed {n} times (> faults.max_repeats={self.max_repeats})"
+                return key, f"{key} on rank {self.rank} failed {n} times (> faults.max_repeats={self.max_repeats})"
         return None
 
+    def escalation(self) -> str | None:
+        """A reason string if some failure repeated more than ``max_repeats`` times, else None."""
+        found = self._escalated()
+        return found[1] if found else None
+
     def check(self) -> None:
-        """Raise :class:`UnrecoverableError` when a failure repeated too often."""
-        reason = self.escalation()
-        if reason:
-            raise UnrecoverableError(reason)
+        """Raise :class:`UnrecoverableError` when a failure repeated too often; a cause in
+        :data:`KEEP_CODE_ON_ESCALATION` keeps its exit code (e.g. 21: the storage kept failing)."""
+        found = self._escalated()
+        if found:
+            cause = found[0].split("@", 1)[0]
+            raise UnrecoverableError(found[1], cause=cause if cause in KEEP_CODE_ON_ESCALATION else None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -186,6 +186,29 @@ def test_an_unreadable_marker_stops_the_restore_and_keeps_the_checkpoint(tmp_pat
     assert _digest(fresh) == digests[2]
 
 
+def test_a_storage_error_in_dcp_load_is_a_checkpoint_read_error_not_dcps_base_exception(tmp_path: Path) -> None:
+    """A read that fails inside ``dcp.load`` comes out of DCP as CheckpointException, a BaseException that no restart
+    layer or failure ledger sees: it must come out as CheckpointReadError naming the cause, with ckpt_failed."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    assert not issubclass(CheckpointException, Exception)
+    root = tmp_path / "ckpt"
+    ckpt = _one_committed(root, 2)
+    shard = ckpt / "__0_0.distcp"
+
+    def unreadable(step: int) -> None:  # verified, then the storage fails before the load reads the shard
+        shard.rename(ckpt / "saved.distcp")
+        shard.mkdir()
+
+    with pytest.raises(CheckpointReadError) as info:
+        _manager(root).load_latest(tiny_app_state(0), before_load=unreadable)
+    assert str(info.value).startswith(f"restore of step 2 failed: {ckpt}: EISDIR: Is a directory")
+    assert isinstance(info.value.__cause__, CheckpointException)
+    (failed,) = _events(root, "ckpt_failed")
+    assert (failed["step"], failed["op"]) == (2, "restore") and "EISDIR" in failed["error"]
+    assert (ckpt / "saved.distcp").is_file() and not (root / QUARANTINE_DIR).exists()
+
+
 def test_retention_never_deletes_a_checkpoint_whose_marker_cannot_be_read(tmp_path: Path) -> None:
     root = tmp_path / "ckpt"
     mgr = _manager(root, keep_last=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+from pathlib import Path
 
 import pytest
 
@@ -51,8 +52,9 @@ print("collected; worker alive:", worker.is_alive(), flush=True)
 """
 
 
-def _run_nvrx_script(script: str, timeout_s: float) -> str:
-    """Run ``script`` (a one-rank gloo group on a free port) in a fresh interpreter; return its stdout."""
+def _run_nvrx_script(script: str, timeout_s: float, *args: str) -> str:
+    """Run ``script`` (a one-rank gloo group on a free port, ``sys.argv[1]``; then ``args``) in a fresh interpreter;
+    return its stdout."""
     import subprocess
     import sys
 
@@ -60,7 +62,7 @@ def _run_nvrx_script(script: str, timeout_s: float) -> str:
     from tests.helpers.training_runs import test_env as child_env
 
     proc = subprocess.run(
-        [sys.executable, "-c", script, str(free_port())],
+        [sys.executable, "-c", script, str(free_port()), *args],
         cwd=REPO_ROOT,
         env=child_env(),
         capture_output=True,
@@ -172,3 +174,46 @@ def test_a_dead_nvrx_writer_fails_the_wait_instead_of_hanging_it() -> None:
     assert "warm 0" in out
     assert "finalize raised: the NVRx checkpoint writer process died (exit code -9)" in out
     assert "close raised; writer reaped True" in out
+
+
+NVRX_FULL_DISK_SCRIPT = """
+import multiprocessing, os, sys, time
+from pathlib import Path
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
+from tests.helpers.nvrx_cpu import CpuNvrx
+from tests.helpers.training_runs import tiny_app_state, tiny_train_step
+from training.checkpoint.errors import CheckpointWriteError
+from training.checkpoint.manager import CheckpointManager
+from training.telemetry.events import EventLog, read_events
+
+root = Path(sys.argv[2])
+tmp = root / "ckpt" / "step_00000001.tmp"
+tmp.mkdir(parents=True)
+(tmp / "__0_0.distcp").symlink_to("/dev/full")  # NVRx's writer process hits a real ENOSPC writing the shard
+mgr = CheckpointManager(root / "ckpt", "async", 2, EventLog(root, 0), 0, 1, collective_timeout_s=10, nvrx=CpuNvrx())
+state = tiny_app_state(0)
+tiny_train_step(state)
+mgr.save(1, state)
+try:
+    for _ in range(300):  # the training loop polls once per step
+        mgr.maybe_finalize()
+        time.sleep(0.1)
+    print("no error", flush=True)
+except CheckpointWriteError as exc:
+    print("maybe_finalize raised:", exc, flush=True)
+print("ckpt_failed:", [e["error"] for e in read_events(root) if e["event"] == "ckpt_failed"], flush=True)
+mgr.close(collective=False)
+for child in multiprocessing.active_children():  # the parked writer, NVRx's write-results queue manager
+    child.terminate()
+    child.join()
+os._exit(0)  # as training.train does: a parked PersistentAsyncCaller's __del__ would wait for its killed worker
+"""
+
+
+def test_a_failed_nvrx_write_reaches_the_ledger_from_the_per_step_poll(tmp_path: Path) -> None:
+    """NVRx raises a failed write out of its finalize, which the trainer calls every step (maybe_finalize): it must
+    come out as CheckpointWriteError naming the cause, with ckpt_failed, like the other save paths."""
+    out = _run_nvrx_script(NVRX_FULL_DISK_SCRIPT, 120, str(tmp_path))
+    assert "maybe_finalize raised: checkpoint at step 1 failed: ENOSPC: No space left on device" in out
+    assert "ckpt_failed: ['ENOSPC: No space left on device" in out

@@ -56,6 +56,21 @@ def test_ledger_escalates_after_max_repeats(tmp_path: Path) -> None:
     assert not issubclass(UnrecoverableError, Exception)  # NVRx's Wrapper must not restart it
 
 
+def test_a_storage_failure_keeps_its_exit_code_once_its_retries_are_used_up(tmp_path: Path) -> None:
+    ledger = FailureLedger(tmp_path, rank=0, max_repeats=2)
+    for _ in range(3):
+        ledger.record("checkpoint_write", 10)
+    with pytest.raises(UnrecoverableError) as info:
+        ledger.check()
+    assert info.value.cause == "checkpoint_write"
+    assert exit_code_for(info.value.cause, 42) == 21
+    other = FailureLedger(tmp_path / "other", rank=0, max_repeats=0)
+    other.record("exception", 3)
+    with pytest.raises(UnrecoverableError) as info:
+        other.check()
+    assert getattr(info.value, "cause", "unrecoverable") == "unrecoverable"
+
+
 def test_translate_launcher_exit(tmp_path: Path) -> None:
     assert translate_launcher_exit(0, tmp_path, 42, restarts_exhausted=True)[0] == 0
     code, msg = translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=True)
@@ -65,6 +80,12 @@ def test_translate_launcher_exit(tmp_path: Path) -> None:
     assert translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=True)[0] == 42
     write_exit_status(tmp_path, 20, "no_usable_checkpoint", "all quarantined", 0)
     assert translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=True)[0] == 20
+    # A worker that asked the launcher to stop: its code is the job's, not "restarts exhausted".
+    write_exit_status(tmp_path, 21, "checkpoint_write", "ENOSPC, 4 times", 0, final=True)
+    assert translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=True) == (
+        21,
+        "checkpoint_write: ENOSPC, 4 times (rank 0)",
+    )
 
 
 def test_cli_wraps_a_launcher(tmp_path: Path) -> None:
