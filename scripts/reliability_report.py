@@ -26,7 +26,7 @@ def _mark(ok: bool | None) -> str:
 def render(results: dict[str, Any]) -> str:
     """Markdown for a results dict (``cells``, ``runs``, ``generated_at``, ``total_wall_s``)."""
     cells = results["cells"]
-    fault_cells = [c for c in cells if c["kind"] != "storage"]
+    fault_cells = [c for c in cells if c["kind"] not in ("storage", "checkpoint")]
     kinds = list(dict.fromkeys(c["kind"] for c in fault_cells))
     phases = list(dict.fromkeys(c["phase"] for c in fault_cells))
     by = {(c["kind"], c["phase"]): c for c in fault_cells}
@@ -63,6 +63,19 @@ def render(results: dict[str, Any]) -> str:
     lines += ["", "## Storage faults", "", "| case | result | outcome |", "|---|---|---|"]
     for c in (c for c in cells if c["kind"] == "storage"):
         lines.append(f"| {c['phase']} | {_mark(c['ok'])} | {c['outcome'].replace('|', '/')} |")
+    checkpoint = [c for c in cells if c["kind"] == "checkpoint"]
+    if checkpoint:
+        lines += [
+            "",
+            "## Checkpoint faults",
+            "",
+            "Committed work is never lost: no launch trains from step 0 and no committed checkpoint is deleted.",
+            "",
+            "| case | result | outcome |",
+            "|---|---|---|",
+        ]
+        for c in checkpoint:
+            lines.append(f"| {c['phase']} | {_mark(c['ok'])} | {c['outcome'].replace('|', '/')} |")
     lines += [
         "",
         "## Cell details",

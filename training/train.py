@@ -417,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
             if layers.ft_launcher or not isinstance(err, Exception):
                 traceback.print_exc()
         code = exit_code_for(cause, unrecoverable)
-        final = cause in ("unrecoverable", "config", "no_usable_checkpoint")
+        final = cause in ("unrecoverable", "config", "no_usable_checkpoint", "checkpoint_root_missing")
     if code:
         print(f"[train] rank {runner.rank}: exiting with code {code} ({cause}): {message}", file=sys.stderr, flush=True)
         write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary, final=final)

@@ -52,8 +52,10 @@ def local_run(
     config: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     timeout_s: float = 240,
+    fresh: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m training.local`` with ``config`` (default: a copy of :data:`FAST_CONFIG`) on fresh ports."""
+    """``python -m training.local`` with ``config`` (default: a copy of :data:`FAST_CONFIG`) on fresh ports;
+    ``fresh=False`` launches the same run again (the run directory is kept)."""
     import copy
 
     from training.local import run_local
@@ -67,6 +69,7 @@ def local_run(
         ports=(free_port(), free_port()),
         env=env or child_env(),
         timeout_s=timeout_s,
+        fresh=fresh,
     )
 
 

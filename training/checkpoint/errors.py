@@ -26,3 +26,12 @@ class MarkerReadError(CheckpointReadError):
 
 class NoUsableCheckpointError(CheckpointError):
     """Checkpoints exist but none is loadable: refusing to restart silently from step 0."""
+
+
+class CheckpointRootMissingError(BaseException):
+    """The checkpoint root is missing or empty although this run committed checkpoints (an unmounted volume, a
+    changed ``checkpoint.dir``): refusing to start again from step 0.
+
+    A ``BaseException``, like ``UnrecoverableError``: no restart layer can bring the checkpoints back, so none
+    retries it; the process exits ``CHECKPOINT_ROOT_MISSING`` (22), which fails the Job.
+    """

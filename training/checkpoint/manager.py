@@ -42,6 +42,7 @@ from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpoin
 from training.checkpoint.errors import (
     CheckpointError,
     CheckpointReadError,
+    CheckpointRootMissingError,
     CheckpointWriteError,
     MarkerReadError,
     NoUsableCheckpointError,
@@ -69,7 +70,7 @@ from training.checkpoint.files import (
 )
 from training.checkpoint.nvrx_async import NvrxAsync, NvrxStaging, abandon_nvrx_saves, nvrx_async_available
 from training.checkpoint.state import AppState
-from training.telemetry.events import EventLog
+from training.telemetry.events import EventLog, read_events
 
 #: Name of the background threads that hash and commit a finished write (see :func:`join_commits`).
 COMMIT_THREAD = "checkpoint-commit"
@@ -533,11 +534,33 @@ class CheckpointManager:
         choice: dict[str, Any] = {}
         if self.rank == 0:
             quarantined = sorted(p.name for p in (self.root / QUARANTINE_DIR).glob("step_*"))
+            lost = None if quarantined or allow_fresh_start else self._lost_commits()
             if quarantined and not allow_fresh_start:
                 choice = {"error": f"no usable checkpoint in {self.root}; quarantined: {', '.join(quarantined)}"}
+            elif lost is not None:
+                choice = {"lost": lost}
             else:
                 choice = {"step": None, "quarantined": quarantined}
         return self._broadcast(choice)
+
+    def _lost_commits(self) -> str | None:
+        """Rank 0, with no checkpoint under the root: why this cannot be a fresh start (the run's event log records
+        commits), else None."""
+        try:
+            committed = [e for e in read_events(self.events.path.parent) if e["event"] == "ckpt_committed"]
+        except FileNotFoundError:
+            return None
+        if not committed:
+            return None
+        newest = max(committed, key=lambda e: e["step"])
+        state = "does not exist" if not self.root.exists() else "holds no checkpoint"
+        return (
+            f"the checkpoint root {self.root} {state}, but this run's event log ({self.events.path}) records "
+            f"{len(committed)} committed checkpoint(s), the newest of step {newest['step']} at {newest.get('path')}. "
+            "Check that the checkpoint volume is mounted (on Kubernetes: the FSx PersistentVolumeClaim) and that "
+            "checkpoint.dir did not change. Refusing to start again from step 0; to start over on purpose, launch "
+            "with --fresh (honoured once per run directory) or use a new run directory"
+        )
 
     def _verify_together(self, step: int, path: Path) -> str | None:
         """:func:`verify_checkpoint` with the hashing split between the ranks; the same answer on every rank.
@@ -585,6 +608,10 @@ class CheckpointManager:
         choice = self._choose(allow_fresh_start)
         if "error" in choice:
             raise NoUsableCheckpointError(choice["error"])
+        if "lost" in choice:
+            if self.rank == 0:
+                print(f"[checkpoint] {choice['lost']}", flush=True)
+            raise CheckpointRootMissingError(choice["lost"])
         step = choice["step"]
         if step is None:
             detail = "allow_fresh_start" if choice.get("quarantined") else "no committed checkpoint"

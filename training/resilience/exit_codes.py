@@ -10,6 +10,8 @@ Codes (all distinct; ``cfg.ft.unrecoverable_exit_code`` must not collide with th
  12   FAULT_OOM                  an allocation failure
  13   FAULT_COMM                 a broken collective / process group
  20   NO_USABLE_CHECKPOINT       checkpoints exist but none verifies (never restarts from 0)
+ 22   CHECKPOINT_ROOT_MISSING    the checkpoint root is missing or empty, but the run's event log records
+                                 commits (an unmounted volume): never restarts from 0
  21   CHECKPOINT_WRITE           checkpoint storage failed (ENOSPC, unwritable directory, unreadable marker);
                                  also once its retries are used up (``KEEP_CODE_ON_ESCALATION``)
  N    UNRECOVERABLE              ``cfg.ft.unrecoverable_exit_code`` (default 42): the same fault
@@ -53,6 +55,7 @@ class ExitCode(IntEnum):
     FAULT_COMM = 13
     NO_USABLE_CHECKPOINT = 20
     CHECKPOINT_WRITE = 21
+    CHECKPOINT_ROOT_MISSING = 22
 
 
 CAUSE_CODES: dict[str, ExitCode] = {
@@ -63,6 +66,7 @@ CAUSE_CODES: dict[str, ExitCode] = {
     "comm": ExitCode.FAULT_COMM,
     "no_usable_checkpoint": ExitCode.NO_USABLE_CHECKPOINT,
     "checkpoint_write": ExitCode.CHECKPOINT_WRITE,
+    "checkpoint_root_missing": ExitCode.CHECKPOINT_ROOT_MISSING,
     "config": ExitCode.CONFIG,
 }
 
@@ -96,7 +100,8 @@ def check_codes(unrecoverable: int) -> None:
 
 def fail_job_exit_codes(unrecoverable: int) -> list[int]:
     """Exit codes after which Kubernetes must not restart the pod (for ``podFailurePolicy``)."""
-    return sorted({unrecoverable, int(ExitCode.NO_USABLE_CHECKPOINT), int(ExitCode.CONFIG)})
+    codes = (ExitCode.NO_USABLE_CHECKPOINT, ExitCode.CHECKPOINT_ROOT_MISSING, ExitCode.CONFIG)
+    return sorted({unrecoverable, *(int(c) for c in codes)})
 
 
 def classify(exc: BaseException) -> str:
@@ -108,6 +113,8 @@ def classify(exc: BaseException) -> str:
     text = str(exc).lower()
     if name == "NoUsableCheckpointError":
         return "no_usable_checkpoint"
+    if name == "CheckpointRootMissingError":
+        return "checkpoint_root_missing"
     if any(c.__name__ == "CheckpointStorageError" for c in type(exc).__mro__):  # a write, commit or read failed
         return "checkpoint_write"
     if isinstance(exc, MemoryError) or "outofmemory" in name.lower() or "can't allocate memory" in text:

@@ -4,7 +4,9 @@ One run per kind injects that kind once in every phase (init, first step, mid-tr
 checkpoint write, during restore, during eval); the runs go two at a time. Every cell must be recovered by
 the intended layer with no committed progress lost, and the run must reach its target step. Storage cells
 must end with the distinct CHECKPOINT_WRITE exit code and a message naming the cause, or (slow storage)
-finish with back-pressure. Results go to ``$RELIABILITY_RESULTS`` (default ``runs/reliability/fault_matrix.json``)
+finish with back-pressure. Checkpoint cells (:data:`CHECKPOINT_CELLS`) check that committed work is never lost:
+no launch goes back to step 0 and no committed checkpoint is deleted when its marker, its root or its storage
+fails. Results go to ``$RELIABILITY_RESULTS`` (default ``runs/reliability/fault_matrix.json``)
 for ``scripts/reliability_report.py``.
 """
 
@@ -13,8 +15,10 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -159,6 +163,47 @@ def _evaluate_storage(run: dict[str, Any]) -> dict[str, Any]:
     return {**cell, "ok": ok, "exit_code": proc.returncode, "outcome": f"exit {proc.returncode}: {line[:300]}"}
 
 
+def _steps_after_last_launch(run_dir: Path) -> list[int]:
+    """Steps trained by the run's last launch (after its ``launch`` event)."""
+    events = read_events(run_dir)
+    last = max(e["ts"] for e in events if e["event"] == "launch")
+    return [e["step"] for e in events if e["event"] == "step" and e["ts"] > last]
+
+
+def _failure_line(proc: subprocess.CompletedProcess[str], needle: str) -> str:
+    """The first output line containing ``needle`` (else the last line), shortened for the table."""
+    lines = (proc.stdout + proc.stderr).splitlines()
+    return next((ln.strip() for ln in lines if needle in ln), lines[-1] if lines else "")[:400]
+
+
+def _cell_missing_root(root: Path) -> dict[str, Any]:
+    """The run committed; on the next launch its checkpoint directory is gone (a volume that did not mount)."""
+    run_dir = root / "missing-root"
+    first = local_run(run_dir, config=_config(), steps=10)
+    shutil.rmtree(run_dir / "checkpoints")
+    second = local_run(run_dir, config=_config(), steps=20, fresh=False)
+    trained = _steps_after_last_launch(run_dir)
+    line = _failure_line(second, "the checkpoint root")
+    ok = (
+        first.returncode == 0
+        and second.returncode == int(ExitCode.CHECKPOINT_ROOT_MISSING)
+        and "does not exist, but this run's event log" in line
+        and not trained
+    )
+    outcome = f"relaunch exit {second.returncode}, trained {len(trained)} steps: {line}"
+    return {"ok": ok, "outcome": outcome}
+
+
+#: name -> runner; each returns ``ok`` and ``outcome`` for the "Checkpoint faults" table.
+CHECKPOINT_CELLS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "checkpoint root missing": _cell_missing_root,
+}
+
+
+def _checkpoint_cell(name: str, root: Path) -> dict[str, Any]:
+    return {"kind": "checkpoint", "phase": name, **CHECKPOINT_CELLS[name](root)}
+
+
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     root = tmp_path_factory.mktemp("matrix")
@@ -167,8 +212,10 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     with ThreadPoolExecutor(max_workers=3) as pool:
         kind_runs = dict(zip(KINDS, pool.map(lambda k: _kind_run(k, root), KINDS), strict=True))
         storage_runs = list(pool.map(lambda n: _storage_run(n, root), ("enospc", "unwritable", "slow")))
+        checkpoint_cells = list(pool.map(lambda n: _checkpoint_cell(n, root), CHECKPOINT_CELLS))
     cells = [c for k in KINDS for c in _evaluate_kind(k, kind_runs[k])]
     cells += [_evaluate_storage(r) for r in storage_runs]
+    cells += checkpoint_cells
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(
@@ -201,4 +248,10 @@ def test_storage_cell(matrix: list[dict[str, Any]], name: str) -> None:
     cell = next(c for c in matrix if c["kind"] == "storage" and c["phase"] == name)
     if cell["ok"] is None:
         pytest.skip(cell["outcome"])
+    assert cell["ok"], cell
+
+
+@pytest.mark.parametrize("name", list(CHECKPOINT_CELLS))
+def test_checkpoint_cell(matrix: list[dict[str, Any]], name: str) -> None:
+    cell = next(c for c in matrix if c["kind"] == "checkpoint" and c["phase"] == name)
     assert cell["ok"], cell

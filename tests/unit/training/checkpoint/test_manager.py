@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import pickle
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -21,7 +22,12 @@ from tests.helpers.training_runs import (
     tiny_app_state,
     tiny_train_step,
 )
-from training.checkpoint.errors import CheckpointReadError, CheckpointWriteError, NoUsableCheckpointError
+from training.checkpoint.errors import (
+    CheckpointReadError,
+    CheckpointRootMissingError,
+    CheckpointWriteError,
+    NoUsableCheckpointError,
+)
 from training.checkpoint.files import (
     COMMIT_MARKER,
     QUARANTINE_DIR,
@@ -293,6 +299,24 @@ def test_abandon_async_saves_with_nothing_open() -> None:
     from training.checkpoint.manager import abandon_async_saves
 
     assert abandon_async_saves() == 0
+
+
+@pytest.mark.parametrize("gone", ["root", "contents"])
+def test_a_run_that_committed_never_starts_from_step_0_when_its_checkpoints_are_gone(tmp_path: Path, gone: str) -> None:
+    """The event log of this run records commits, the root is missing (an unmounted volume) or empty: an error that
+    says what to check, not a fresh start; --fresh (allow_fresh_start) still may start over."""
+    root = tmp_path / "ckpt"
+    ckpt = _one_committed(root, 3)
+    shutil.rmtree(root if gone == "root" else ckpt)
+    with pytest.raises(CheckpointRootMissingError) as info:
+        _manager(root).load_latest(tiny_app_state(0))
+    message = str(info.value)
+    state = "does not exist" if gone == "root" else "holds no checkpoint"
+    assert message.startswith(f"the checkpoint root {root} {state}, but this run's event log")
+    assert f"the newest of step 3 at {ckpt}" in message and "PersistentVolumeClaim" in message
+    assert not issubclass(CheckpointRootMissingError, Exception)  # no restart layer retries it
+    assert not [e for e in _events(root, "restore")]
+    assert _manager(root).load_latest(tiny_app_state(0), allow_fresh_start=True) is None
 
 
 def test_first_run_and_partial_only_start_fresh(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.training_runs import REPO_ROOT
 from tests.helpers.training_runs import test_env as child_env
-from training.checkpoint.errors import CheckpointWriteError, MarkerReadError
+from training.checkpoint.errors import CheckpointRootMissingError, CheckpointWriteError, MarkerReadError
 from training.resilience.exit_codes import (
     ExitCode,
     FailureLedger,
@@ -30,7 +30,7 @@ def test_codes_are_distinct_and_unrecoverable_must_not_collide() -> None:
     for bad in (0, 1, 10, 21):
         with pytest.raises(ValueError, match="collides"):
             check_codes(bad)
-    assert fail_job_exit_codes(42) == [2, 20, 42]
+    assert fail_job_exit_codes(42) == [2, 20, 22, 42]
 
 
 def test_classify_causes() -> None:
@@ -40,6 +40,8 @@ def test_classify_causes() -> None:
     assert classify(RuntimeError("Timed out waiting 3000ms for recv")) == "hang"
     assert classify(ValueError("x")) == "exception"
     assert classify(CheckpointWriteError("ENOSPC")) == classify(MarkerReadError("EIO")) == "checkpoint_write"
+    assert classify(CheckpointRootMissingError("gone")) == "checkpoint_root_missing"
+    assert exit_code_for("checkpoint_root_missing", 42) == 22
     assert exit_code_for("checkpoint_write", 42) == ExitCode.CHECKPOINT_WRITE
     assert exit_code_for("unrecoverable", 42) == 42
 
