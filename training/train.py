@@ -57,6 +57,8 @@ from training.telemetry.emf import EmfEmitter
 from training.telemetry.events import EventLog, read_events
 
 SUMMARY_FILE = "summary.json"
+#: Written by rank 0 once a restore under ``--fresh`` completed: every later restart or launch ignores ``--fresh``.
+FRESH_MARKER = "fresh_start.json"
 #: Step intervals (after the first) measured before the step-time check runs.
 STEP_CHECK_AFTER = 5
 
@@ -228,12 +230,14 @@ class Runner:
             checkpoint_mode=self.layers.checkpoint_mode,
             target_steps=self.steps,
             hooks=self.hooks,
-            allow_fresh_start=self.args.fresh,
+            allow_fresh_start=self._fresh_allowed(),
         )
         finished = False
         try:
             trainer.setup()
             resumed = trainer.restore()
+            if trainer.allow_fresh_start and self.rank == 0:
+                atomic_write_json(self.run_dir / FRESH_MARKER, {"ns": time.time_ns(), "resumed_step": resumed})
             if restart:
                 self.events.emit("restart_end", layer=restart[0], emit_layer=restart[0], resumed_step=resumed)
             final = trainer.train()
@@ -257,6 +261,15 @@ class Runner:
             # On the error path the group is left alone: under the in-process layer NVRx's monitor thread
             # aborts and destroys it (destroying it here as well raced that abort: on NCCL, heap corruption and
             # SIGABRT); without that layer the process exits next.
+
+    def _fresh_allowed(self) -> bool:
+        """``--fresh`` holds for the first launch of a run only: not once a restore under it has completed."""
+        marker = self.run_dir / FRESH_MARKER
+        if self.args.fresh and marker.exists():
+            if self.rank == 0:
+                print(f"[train] --fresh ignored: this run already started fresh ({marker})", flush=True)
+            return False
+        return bool(self.args.fresh)
 
     def _init_process_group(self, iteration: int) -> None:
         """Default group; under the in-process layer on a fresh key prefix of one store per iteration.
@@ -340,7 +353,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mode", default=None, choices=[m.value for m in RecoveryMode], help="default: cfg.job.mode")
     p.add_argument("--faults", default=None, help="kind@step[:rank][/phase][!],... (default: cfg.faults.schedule)")
     p.add_argument("--steps", type=int, default=None, help="target step (default: cfg.train.steps)")
-    p.add_argument("--fresh", action="store_true", help="allow a fresh start although checkpoints exist")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help=f"allow a fresh start although checkpoints exist; first launch only (<run-dir>/{FRESH_MARKER})",
+    )
     p.add_argument("--short-timeouts", action="store_true", help="cfg.local timeouts (short; scaled on CUDA)")
     return p.parse_args(argv)
 
