@@ -55,7 +55,13 @@ def _worker(args: argparse.Namespace) -> int:
     overrides = {"model": {"size": args.size}, "train": train, "checkpoint": ckpt}
     cfg = config_from_dict(deep_merge(load_config(args.config).model_dump(mode="json"), overrides))  # validated
     run_dir = _run_dir(args, variant)
-    trainer = Trainer(cfg, run_dir, EventLog(run_dir, rank), checkpoint_mode="sync" if mode == "sync" else "async")
+    trainer = Trainer(
+        cfg,
+        run_dir,
+        EventLog(run_dir, rank),
+        checkpoint_mode="sync" if mode == "sync" else "async",
+        final_checkpoint=mode != "none",
+    )
     t0 = time.perf_counter()
     trainer.setup()
     trainer.restore()

@@ -82,7 +82,10 @@ class Trainer:
         target_steps: int | None = None,
         hooks: TrainerHooks | None = None,
         allow_fresh_start: bool = False,
+        final_checkpoint: bool = True,
     ) -> None:
+        """``final_checkpoint``: save the target step when the interval does not land on it (off for a benchmark's
+        no-checkpoint baseline)."""
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.events = events
@@ -90,7 +93,10 @@ class Trainer:
         self.target_steps = target_steps if target_steps is not None else cfg.train.steps
         self.hooks: TrainerHooks = hooks or NullHooks()
         self.allow_fresh_start = allow_fresh_start
+        self.final_checkpoint = final_checkpoint
         self.step = 0
+        #: The newest step saved or restored by this attempt (a final save is needed when training went beyond it).
+        self._checkpointed_step = 0
         self._losses: dict[int, float] = {}
         self.eval_losses: dict[int, float] = {}
         self._failed = False
@@ -183,6 +189,7 @@ class Trainer:
                     )
         self.step = step or 0
         self.state.step = self.step
+        self._checkpointed_step = self.step
         return self.step
 
     # ------------------------------------------------------------------ loop
@@ -256,6 +263,8 @@ class Trainer:
                     self.eval_losses[step] = eval_loss
                     if self.rank == 0:
                         self.events.emit("eval", step=step, loss=eval_loss)
+            if self.final_checkpoint and self.step > self._checkpointed_step:  # steps not a multiple of the interval
+                self.save_checkpoint()
         except BaseException:
             self._failed = True
             raise
@@ -266,6 +275,7 @@ class Trainer:
         assert self.ckpt is not None
         with self.hooks.section("checkpoint"):
             self.ckpt.save(self.step, self.state, during_write=lambda s: self.hooks.fault_point("checkpoint", s))
+        self._checkpointed_step = self.step
 
     def close(self, *, failed: bool = False) -> None:
         """Finalize an in-flight async save (collectively unless training or the caller failed); idempotent."""

@@ -50,11 +50,11 @@ def test_two_ranks_learn_and_log_step_events(tmp_path: Path) -> None:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_resume_is_bitwise_identical_to_an_uninterrupted_run(tmp_path: Path, mode: str) -> None:
     _, straight = run_trainer(tmp_path / "straight", steps=12, mode=mode, config=_cfg())
-    _, resumed = run_trainer(tmp_path / "resumed", steps=8, mode=mode, config=_cfg())  # last commit: step 5
+    _, resumed = run_trainer(tmp_path / "resumed", steps=7, mode=mode, config=_cfg())  # commits 5, then 7 (final)
     run_trainer(resumed, steps=12, mode=mode, config=_cfg())
     a, b = read_result(straight), read_result(resumed)
-    assert b["restored_from"] == 5
-    assert b["losses"] == {k: v for k, v in a["losses"].items() if int(k) > 5}
+    assert b["restored_from"] == 7
+    assert b["losses"] == {k: v for k, v in a["losses"].items() if int(k) > 7}
     assert b["digest"] == a["digest"]
 
 
@@ -102,7 +102,7 @@ def test_sync_and_async_checkpoints_of_the_same_state_load_identically(tmp_path:
 
 def test_corrupt_newest_checkpoint_falls_back_and_still_matches(tmp_path: Path) -> None:
     _, straight = run_trainer(tmp_path / "straight", steps=12, mode="sync", config=_cfg())
-    _, run = run_trainer(tmp_path / "run", steps=11, mode="sync", config=_cfg())  # commits 5 and 10
+    _, run = run_trainer(tmp_path / "run", steps=10, mode="sync", config=_cfg())  # commits 5 and 10
     newest = run / "checkpoints" / step_dir_name(10)
     # a data file that rank 1 hashes when the two ranks verify together: its verdict must reach rank 0
     (name,) = [n for n in hash_shares(read_marker(newest)["files"], 2)[1] if n.endswith(".distcp")]

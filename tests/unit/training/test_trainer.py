@@ -8,8 +8,9 @@ import pytest
 
 from platform_config import config_from_dict
 from tests.helpers.training_runs import FAST_CONFIG, group_timeout_s, single_process_group
+from training.checkpoint.files import list_committed
 from training.parallel import distributed
-from training.telemetry.events import EventLog
+from training.telemetry.events import EventLog, read_events
 from training.trainer import Trainer
 
 
@@ -31,3 +32,29 @@ def test_the_checkpoint_group_keeps_its_deadline_when_the_default_group_is_nccl(
         assert group_timeout_s(trainer.ckpt.pg) == ip.gloo_timeout_s == 10.0
         assert ip.gloo_timeout_s < ip.hard_timeout_s
         trainer.close()
+
+
+def _train(cfg, run_dir: Path, steps: int) -> Trainer:  # type: ignore[no-untyped-def]
+    trainer = Trainer(cfg, run_dir, EventLog(run_dir, 0), checkpoint_mode="sync", target_steps=steps)
+    trainer.setup()
+    trainer.restore()
+    trainer.train()
+    trainer.close()
+    return trainer
+
+
+def _saves(run_dir: Path) -> list[int]:
+    return [e["step"] for e in read_events(run_dir) if e["event"] == "ckpt_begin"]
+
+
+def test_the_target_step_is_saved_when_the_interval_does_not_land_on_it(tmp_path: Path) -> None:
+    cfg = config_from_dict(FAST_CONFIG)  # a checkpoint every 5 steps
+    assert cfg.checkpoint.interval_steps == 5
+    with single_process_group():
+        _train(cfg, tmp_path / "seven", 7)
+        assert _saves(tmp_path / "seven") == [5, 7]
+        assert [s for s, _ in list_committed(tmp_path / "seven" / "checkpoints")] == [5, 7]
+        _train(cfg, tmp_path / "seven", 7)  # restored at the target: nothing to save again
+        assert _saves(tmp_path / "seven") == [5, 7]
+        _train(cfg, tmp_path / "ten", 10)  # the interval lands on the target: saved once
+        assert _saves(tmp_path / "ten") == [5, 10]
