@@ -74,8 +74,8 @@ from training.telemetry.events import EventLog, read_events
 
 #: Name of the background threads that hash and commit a finished write (see :func:`join_commits`).
 COMMIT_THREAD = "checkpoint-commit"
-#: How long rank 0's commit waits for another rank's checksums.
-RANK_SUMS_WAIT_S = 600.0
+#: How long a rank waits for the other ranks' part of an async save (their checksums, their NVRx writes).
+PEER_WAIT_S = 600.0
 #: Bumped by :func:`abandon_async_saves`: a commit started before it stops waiting for other ranks.
 _GENERATION = [0]
 #: Test/fault-injection hook: seconds each checkpoint write sleeps first (simulates slow storage).
@@ -300,7 +300,7 @@ class CheckpointManager:
         flight = _InFlight(step, tmp, t0)
         assert self._nvrx is not None
         try:
-            self._nvrx.schedule(state_dict, tmp, lambda: self._write_done(flight))
+            self._nvrx.schedule(state_dict, tmp, lambda: self._write_done(flight), write_delay_s=self.write_delay_s)
         except (Exception, DcpCheckpointException) as exc:
             raise self._fail(step, exc) from exc
         self._inflight = flight
@@ -396,14 +396,14 @@ class CheckpointManager:
 
     def _rank_checksums(self, flight: _InFlight, rank: int) -> dict[str, Any]:
         """Rank 0: the checksums ``rank`` published for ``flight`` (polls; gives up when the save is abandoned,
-        an in-process restart began, or after :data:`RANK_SUMS_WAIT_S`)."""
+        an in-process restart began, or after :data:`PEER_WAIT_S`)."""
         path = rank_sums_file(flight.tmp, rank)
-        deadline = time.monotonic() + RANK_SUMS_WAIT_S
+        deadline = time.monotonic() + PEER_WAIT_S
         while not path.is_file():
             if flight.abandoned or flight.generation != _GENERATION[0]:
                 raise CheckpointError(f"save of step {flight.step} was abandoned; not committed")
             if time.monotonic() > deadline:
-                raise CheckpointError(f"rank {rank} published no checksums within {RANK_SUMS_WAIT_S:.0f} s")
+                raise CheckpointError(f"rank {rank} published no checksums within {PEER_WAIT_S:.0f} s")
             time.sleep(0.05)
         sums = json.loads(path.read_text())
         if "error" in sums:
@@ -449,7 +449,7 @@ class CheckpointManager:
         if flight is not None:
             if self._nvrx is not None:
                 try:
-                    self._nvrx.finalize(blocking=True)
+                    self._nvrx.finalize(blocking=True, agree=self._all_ok, wait_s=PEER_WAIT_S)
                 except (Exception, DcpCheckpointException) as exc:
                     flight.error = flight.error or exc
                     flight.done.set()
