@@ -226,3 +226,20 @@ def restore_marker(ckpt: Path, data: bytes) -> None:
     marker = Path(ckpt) / COMMIT_MARKER
     marker.rmdir()
     marker.write_bytes(data)
+
+
+@contextlib.contextmanager
+def small_tmpfs(path: Path, size: str = "512k", *, read_only: bool = False) -> Iterator[Path]:
+    """A real tmpfs of ``size`` mounted at ``path`` (unmounted on exit): a file system that fills up, or refuses
+    writes. Skips the test where mounting is not allowed (not root)."""
+    import pytest
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    opts = f"size={size}" + (",ro" if read_only else "")
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)]).returncode:
+        pytest.skip("needs root to mount a tmpfs")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=False)

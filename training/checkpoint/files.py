@@ -278,7 +278,5 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:500]
 
 
-#: A write failure without an errno on a file system with less free space than this is reported as ENOSPC.
-FULL_FS_BYTES = 1 << 20
 #: OS error texts that a wrapped (errno-less) message may carry.
 _ERRNO_TEXT = {"ENOSPC": "No space left on device", "EROFS": "Read-only file system", "EACCES": "Permission denied"}

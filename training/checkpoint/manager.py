@@ -38,6 +38,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpointException
+from torch.distributed.tensor import DTensor
 
 from training.checkpoint.errors import (
     CheckpointError,
@@ -49,7 +50,6 @@ from training.checkpoint.errors import (
 )
 from training.checkpoint.files import (
     COMMIT_MARKER,
-    FULL_FS_BYTES,
     QUARANTINE_DIR,
     TMP_SUFFIX,
     checksums,
@@ -70,6 +70,7 @@ from training.checkpoint.files import (
 )
 from training.checkpoint.nvrx_async import NvrxAsync, NvrxStaging, abandon_nvrx_saves, nvrx_async_available
 from training.checkpoint.state import AppState
+from training.checkpoint.storage import likely_cause
 from training.telemetry.events import EventLog, read_events
 
 #: Name of the background threads that hash and commit a finished write (see :func:`join_commits`).
@@ -165,6 +166,8 @@ class CheckpointManager:
         self._inflight: _InFlight | None = None
         self._nvrx: NvrxAsync | None = None
         self._closed = False
+        #: Bytes of this rank's part of the newest save (to tell a full file system from another failure).
+        self._save_bytes: int | None = None
         if mode == "sync":
             self.backend = "dcp.save"
         elif nvrx is not None or nvrx_async_available():
@@ -213,13 +216,11 @@ class CheckpointManager:
 
     def _fail(self, step: int, exc: BaseException) -> CheckpointWriteError:
         msg = describe_error(exc)
-        if not msg.startswith(tuple(errno.errorcode.values())):
-            # torch's C++ writers lose the errno ("file write failed"): say so when the file system is full.
-            with contextlib.suppress(OSError):
-                free = shutil.disk_usage(self.root).free
-                if free < FULL_FS_BYTES:
-                    msg = f"ENOSPC: No space left on device ({free} bytes free under {self.root}); {msg}"
-        self.events.emit("ckpt_failed", step=step, error=msg, backend=self.backend)
+        cause = likely_cause(exc, self.root, self._save_bytes)  # torch's C++ writers often lose the errno
+        if cause is not None:
+            msg = f"{msg}; {cause}"
+        with contextlib.suppress(OSError):  # the event log may sit on the same full file system
+            self.events.emit("ckpt_failed", step=step, error=msg, backend=self.backend)
         print(f"[checkpoint] rank {self.rank}: checkpoint at step {step} failed: {msg}", flush=True)
         err = CheckpointWriteError(f"checkpoint at step {step} failed: {msg}")
         err.__cause__ = exc
@@ -227,7 +228,8 @@ class CheckpointManager:
 
     def _read_failed(self, step: int, message: str) -> CheckpointReadError:
         """A storage error while restoring ``step`` (``ckpt_failed`` with ``op=restore``); the checkpoint is kept."""
-        self.events.emit("ckpt_failed", step=step, error=message, op="restore", backend=self.backend)
+        with contextlib.suppress(OSError):  # the event log may sit on the same failing file system
+            self.events.emit("ckpt_failed", step=step, error=message, op="restore", backend=self.backend)
         print(f"[checkpoint] rank {self.rank}: restore of step {step} failed: {message}", flush=True)
         return CheckpointReadError(f"restore of step {step} failed: {message}")
 
@@ -256,6 +258,7 @@ class CheckpointManager:
         if not self._all_ok(err is None):
             raise self._fail(step, err or OSError("checkpoint directory setup failed on another rank"))
         state_dict = {"app": state.state_dict()}
+        self._save_bytes = _local_bytes(state_dict)
         if self.mode == "sync":
             self._save_sync(step, tmp, t0, state_dict, during_write)
         elif self._nvrx is not None:
@@ -647,6 +650,21 @@ class CheckpointManager:
             per_rank_source=source,
         )
         return step
+
+
+def _local_bytes(obj: Any) -> int:
+    """Bytes of the tensors (this rank's shards) and byte strings in a state dict."""
+    if isinstance(obj, DTensor):
+        obj = obj.to_local()
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, bytes):
+        return len(obj)
+    if isinstance(obj, dict):
+        return sum(_local_bytes(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return sum(_local_bytes(v) for v in obj)
+    return 0
 
 
 def join_commits(timeout_s: float | None = None) -> None:

@@ -19,6 +19,7 @@ from tests.helpers.training_runs import (
     make_marker_unreadable,
     restore_marker,
     single_process_group,
+    small_tmpfs,
     tiny_app_state,
     tiny_train_step,
 )
@@ -364,6 +365,23 @@ def test_disk_full_raises_checkpoint_write_error(tmp_path: Path, mode: str) -> N
     assert list_committed(root) == []
     assert "ENOSPC" in _events(root, "ckpt_failed")[0]["error"]
     mgr.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_full_disk_names_its_cause_from_the_file_system(tmp_path: Path, mode: str) -> None:
+    """torch's writers (dcp.save and dcp.async_save) fail on a full disk without an errno ("unexpected pos ..."):
+    the error must still say the file system is full, with its state."""
+    with small_tmpfs(tmp_path / "mnt", "512k") as mnt:
+        mgr = _manager(mnt / "ckpt", mode)
+        with pytest.raises(CheckpointWriteError) as info:
+            mgr.save(1, tiny_app_state(0))
+            mgr.wait()
+        mgr.close(collective=False)
+        (failed,) = _events(mnt / "ckpt", "ckpt_failed")  # the event log is on the full file system too
+    message = str(info.value)
+    assert "likely cause: the file system is full (this rank's save needed 1.5 MiB)" in message
+    assert f"file system: 0 B free of 512 KiB at {mnt}" in message
+    assert "likely cause: the file system is full" in failed["error"]
 
 
 def test_unwritable_directory_raises_checkpoint_write_error(tmp_path: Path) -> None:

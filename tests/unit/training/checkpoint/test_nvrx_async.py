@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.training_runs import small_tmpfs
+
 
 def test_abandoning_nvrx_async_replaces_the_write_results_queue(monkeypatch: pytest.MonkeyPatch) -> None:
     """NVRx hands write results over through one module-level queue (checked to exist in the installed
@@ -187,11 +189,12 @@ from training.checkpoint.errors import CheckpointWriteError
 from training.checkpoint.manager import CheckpointManager
 from training.telemetry.events import EventLog, read_events
 
-root = Path(sys.argv[2])
-tmp = root / "ckpt" / "step_00000001.tmp"
-tmp.mkdir(parents=True)
-(tmp / "__0_0.distcp").symlink_to("/dev/full")  # NVRx's writer process hits a real ENOSPC writing the shard
-mgr = CheckpointManager(root / "ckpt", "async", 2, EventLog(root, 0), 0, 1, collective_timeout_s=10, nvrx=CpuNvrx())
+root, ckpt_root = Path(sys.argv[2]), Path(sys.argv[3])
+if sys.argv[4] == "dev-full":
+    tmp = ckpt_root / "step_00000001.tmp"
+    tmp.mkdir(parents=True)
+    (tmp / "__0_0.distcp").symlink_to("/dev/full")  # NVRx's writer process hits a real ENOSPC writing the shard
+mgr = CheckpointManager(ckpt_root, "async", 2, EventLog(root, 0), 0, 1, collective_timeout_s=10, nvrx=CpuNvrx())
 state = tiny_app_state(0)
 tiny_train_step(state)
 mgr.save(1, state)
@@ -214,6 +217,14 @@ os._exit(0)  # as training.train does: a parked PersistentAsyncCaller's __del__ 
 def test_a_failed_nvrx_write_reaches_the_ledger_from_the_per_step_poll(tmp_path: Path) -> None:
     """NVRx raises a failed write out of its finalize, which the trainer calls every step (maybe_finalize): it must
     come out as CheckpointWriteError naming the cause, with ckpt_failed, like the other save paths."""
-    out = _run_nvrx_script(NVRX_FULL_DISK_SCRIPT, 120, str(tmp_path))
+    out = _run_nvrx_script(NVRX_FULL_DISK_SCRIPT, 120, str(tmp_path), str(tmp_path / "ckpt"), "dev-full")
     assert "maybe_finalize raised: checkpoint at step 1 failed: ENOSPC: No space left on device" in out
     assert "ckpt_failed: ['ENOSPC: No space left on device" in out
+
+
+def test_a_full_disk_on_the_nvrx_path_names_its_cause_from_the_file_system(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "mnt", "512k") as mnt:
+        out = _run_nvrx_script(NVRX_FULL_DISK_SCRIPT, 120, str(tmp_path), str(mnt / "ckpt"), "tmpfs")
+    assert "maybe_finalize raised: checkpoint at step 1 failed: RuntimeError: Worker failure: " in out
+    cause = "likely cause: the file system is full (this rank's save needed 1.5 MiB)"
+    assert f"{cause}; file system: 0 B free of 512 KiB at {mnt}" in out
