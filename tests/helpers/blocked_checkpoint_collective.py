@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -28,6 +29,15 @@ from training.trainer import Trainer
 RESULT = "blocked.json"
 #: Rank 1 gives up waiting for rank 0's result after this long (the test's own bound).
 RANK1_WAIT_S = 120.0
+
+
+def blocked_restore(run_dir: Path) -> dict[str, Any]:
+    """Run this script on two ranks under torchrun; rank 0's outcome (``blocked.json``)."""
+    from tests.helpers.training_runs import torchrun
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    torchrun([__file__, "--run-dir", run_dir], nproc=2, timeout_s=150)
+    return json.loads((run_dir / RESULT).read_text())
 
 
 def main() -> int:

@@ -43,6 +43,15 @@ test_env = child_env
 test_env.__test__ = False  # type: ignore[attr-defined]
 
 
+def python_stdout(args: list[str], timeout_s: float) -> str:
+    """Run ``python ARGS`` from the repository with :func:`child_env`; its stdout (asserting exit 0)."""
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=REPO_ROOT, env=child_env(), capture_output=True, text=True, timeout=timeout_s
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def local_run(
     run_dir: Path,
     *,
@@ -228,18 +237,27 @@ def restore_marker(ckpt: Path, data: bytes) -> None:
     marker.write_bytes(data)
 
 
+def mount_tmpfs(path: Path, size: str, *, read_only: bool = False) -> bool:
+    """Mount a real tmpfs of ``size`` at ``path`` (a file system that fills up, or refuses writes); False where
+    mounting is not allowed (not root). Unmount with :func:`unmount`."""
+    path.mkdir(parents=True, exist_ok=True)
+    opts = f"size={size}" + (",ro" if read_only else "")
+    return os.geteuid() == 0 and not subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)]).returncode
+
+
+def unmount(path: Path) -> None:
+    subprocess.run(["umount", str(path)], check=False)
+
+
 @contextlib.contextmanager
 def small_tmpfs(path: Path, size: str = "512k", *, read_only: bool = False) -> Iterator[Path]:
-    """A real tmpfs of ``size`` mounted at ``path`` (unmounted on exit): a file system that fills up, or refuses
-    writes. Skips the test where mounting is not allowed (not root)."""
+    """:func:`mount_tmpfs` for the duration of a ``with`` block; skips the test where mounting is not allowed."""
     import pytest
 
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    opts = f"size={size}" + (",ro" if read_only else "")
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)]).returncode:
+    if not mount_tmpfs(path, size, read_only=read_only):
         pytest.skip("needs root to mount a tmpfs")
     try:
         yield path
     finally:
-        subprocess.run(["umount", str(path)], check=False)
+        unmount(path)

@@ -8,21 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.blocked_checkpoint_collective import blocked_restore
 from tests.helpers.training_runs import REPO_ROOT, torchrun
 from training.checkpoint.nvrx_async import FINALIZE_POLL_S
 from training.resilience.exit_codes import classify
 from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
-SCRIPT = REPO_ROOT / "tests" / "helpers" / "blocked_checkpoint_collective.py"
 NVRX_SCRIPT = REPO_ROOT / "tests" / "helpers" / "nvrx_two_ranks.py"
-
-
-def blocked_restore(run_dir: Path) -> dict:
-    """Run the two-rank script; rank 0's outcome (see ``blocked_checkpoint_collective.py``)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    torchrun([SCRIPT, "--run-dir", run_dir], nproc=2, timeout_s=150)
-    return json.loads((run_dir / "blocked.json").read_text())
 
 
 def test_a_rank_blocked_in_a_restore_collective_leaves_at_the_checkpoint_deadline(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import nvrx_full_disk
 from tests.helpers.training_runs import small_tmpfs
 
 
@@ -54,25 +55,11 @@ print("collected; worker alive:", worker.is_alive(), flush=True)
 """
 
 
-def _run_nvrx_script(script: str, timeout_s: float, *args: str) -> str:
-    """Run ``script`` (a one-rank gloo group on a free port, ``sys.argv[1]``; then ``args``) in a fresh interpreter;
-    return its stdout."""
-    import subprocess
-    import sys
+def _run_nvrx_script(script: str, timeout_s: float) -> str:
+    """Run ``script`` (a one-rank gloo group on a free port) in a fresh interpreter; return its stdout."""
+    from tests.helpers.training_runs import free_port, python_stdout
 
-    from tests.helpers.training_runs import REPO_ROOT, free_port
-    from tests.helpers.training_runs import test_env as child_env
-
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(free_port()), *args],
-        cwd=REPO_ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    return python_stdout(["-c", script, str(free_port())], timeout_s)
 
 
 def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
@@ -178,53 +165,17 @@ def test_a_dead_nvrx_writer_fails_the_wait_instead_of_hanging_it() -> None:
     assert "close raised; writer reaped True" in out
 
 
-NVRX_FULL_DISK_SCRIPT = """
-import multiprocessing, os, sys, time
-from pathlib import Path
-import torch.distributed as dist
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
-from tests.helpers.nvrx_cpu import CpuNvrx
-from tests.helpers.training_runs import tiny_app_state, tiny_train_step
-from training.checkpoint.errors import CheckpointWriteError
-from training.checkpoint.manager import CheckpointManager
-from training.telemetry.events import EventLog, read_events
-
-root, ckpt_root = Path(sys.argv[2]), Path(sys.argv[3])
-if sys.argv[4] == "dev-full":
-    tmp = ckpt_root / "step_00000001.tmp"
-    tmp.mkdir(parents=True)
-    (tmp / "__0_0.distcp").symlink_to("/dev/full")  # NVRx's writer process hits a real ENOSPC writing the shard
-mgr = CheckpointManager(ckpt_root, "async", 2, EventLog(root, 0), 0, 1, collective_timeout_s=10, nvrx=CpuNvrx())
-state = tiny_app_state(0)
-tiny_train_step(state)
-mgr.save(1, state)
-try:
-    for _ in range(300):  # the training loop polls once per step
-        mgr.maybe_finalize()
-        time.sleep(0.1)
-    print("no error", flush=True)
-except CheckpointWriteError as exc:
-    print("maybe_finalize raised:", exc, flush=True)
-print("ckpt_failed:", [e["error"] for e in read_events(root) if e["event"] == "ckpt_failed"], flush=True)
-mgr.close(collective=False)
-for child in multiprocessing.active_children():  # the parked writer, NVRx's write-results queue manager
-    child.terminate()
-    child.join()
-os._exit(0)  # as training.train does: a parked PersistentAsyncCaller's __del__ would wait for its killed worker
-"""
-
-
 def test_a_failed_nvrx_write_reaches_the_ledger_from_the_per_step_poll(tmp_path: Path) -> None:
     """NVRx raises a failed write out of its finalize, which the trainer calls every step (maybe_finalize): it must
     come out as CheckpointWriteError naming the cause, with ckpt_failed, like the other save paths."""
-    out = _run_nvrx_script(NVRX_FULL_DISK_SCRIPT, 120, str(tmp_path), str(tmp_path / "ckpt"), "dev-full")
+    out = nvrx_full_disk.run(tmp_path, tmp_path / "ckpt", "dev-full")
     assert "maybe_finalize raised: checkpoint at step 1 failed: ENOSPC: No space left on device" in out
     assert "ckpt_failed: ['ENOSPC: No space left on device" in out
 
 
 def test_a_full_disk_on_the_nvrx_path_names_its_cause_from_the_file_system(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "mnt", "512k") as mnt:
-        out = _run_nvrx_script(NVRX_FULL_DISK_SCRIPT, 120, str(tmp_path), str(mnt / "ckpt"), "tmpfs")
+        out = nvrx_full_disk.run(tmp_path, mnt / "ckpt", "as-is")
     assert "maybe_finalize raised: checkpoint at step 1 failed: RuntimeError: Worker failure: " in out
     cause = "likely cause: the file system is full (this rank's save needed 1.5 MiB)"
     assert f"{cause}; file system: 0 B free of 512 KiB at {mnt}" in out
