@@ -199,27 +199,28 @@ class NvrxAsync:
         own blocking wait polls forever once the writer is gone, killed by the OOM killer or, in NVRx 0.4, ended
         by an exception in the write), then ``agree(done)`` (True when every rank's writer finished; one
         collective per poll, on every rank) before NVRx's finalize. Without ``agree``, NVRx's collective is the
-        agreement. Gives up with :class:`CheckpointWriteError` after ``wait_s``. ``no_dist`` (tests on CPU)
-        skips NVRx's agreement, whose ``all_reduce`` runs on a CUDA tensor.
+        agreement. Gives up with :class:`CheckpointWriteError` after ``wait_s`` worth of polls: a count of
+        polls, not a clock, so that with ``agree`` every rank gives up at the same poll. ``no_dist`` (tests on
+        CPU) skips NVRx's agreement, whose ``all_reduce`` runs on a CUDA tensor.
         """
         if not blocking:
             self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
             return self.queue.get_num_unfinalized_calls() == 0
-        deadline = time.monotonic() + wait_s
-        while self.queue.get_num_unfinalized_calls():
+        done = False
+        for _ in range(max(1, round(wait_s / FINALIZE_POLL_S))):
+            if not self.queue.get_num_unfinalized_calls():
+                return True
             done = self._writer_done(self.queue.async_calls[0].async_caller)
             if agree(done) if agree is not None else done:
                 self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
-                if not self.queue.get_num_unfinalized_calls():
-                    break
-            if time.monotonic() > deadline:
-                state = "finished" if done else "still writing"
-                raise CheckpointWriteError(
-                    f"the async checkpoint write did not finish on every rank within {wait_s:g} s "
-                    f"(this rank's writer: {state})"
-                )
-            time.sleep(FINALIZE_POLL_S)
-        return True
+            else:
+                time.sleep(FINALIZE_POLL_S)
+        if not self.queue.get_num_unfinalized_calls():
+            return True
+        state = "finished" if done else "still writing"
+        raise CheckpointWriteError(
+            f"the async checkpoint write did not finish on every rank within {wait_s:g} s (this rank's writer: {state})"
+        )
 
     @staticmethod
     def _writer_done(caller: Any) -> bool:
