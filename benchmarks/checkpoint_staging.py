@@ -9,6 +9,10 @@ runs the project's :class:`~training.trainer.Trainer` (FSDP2, AdamW) for ``--ste
 checkpoints), and the mean step time while a background write is in flight against the time while none is.
 Variants: ``none``, ``sync``, ``async`` (NVRx with ``checkpoint.nvrx_staging`` from the config on CUDA, torch
 ``dcp.async_save`` on CPU) and ``async:<staging>`` for each NVRx staging mode (CUDA only).
+
+Each variant's checkpoints are removed once it has run (its event log stays for the table), and the benchmark
+refuses to start unless ``--out`` has room for one variant's checkpoints (:func:`space_needed`): a 1B model's are
+11.7 GB each, and keeping every variant's filled a 64 GiB disk.
 """
 
 from __future__ import annotations
@@ -55,7 +59,13 @@ def _worker(args: argparse.Namespace) -> int:
     overrides = {"model": {"size": args.size}, "train": train, "checkpoint": ckpt}
     cfg = config_from_dict(deep_merge(load_config(args.config).model_dump(mode="json"), overrides))  # validated
     run_dir = _run_dir(args, variant)
-    trainer = Trainer(cfg, run_dir, EventLog(run_dir, rank), checkpoint_mode="sync" if mode == "sync" else "async")
+    trainer = Trainer(
+        cfg,
+        run_dir,
+        EventLog(run_dir, rank),
+        checkpoint_mode="sync" if mode == "sync" else "async",
+        final_checkpoint=mode != "none",
+    )
     t0 = time.perf_counter()
     trainer.setup()
     trainer.restore()
@@ -74,6 +84,36 @@ def _run_dir(args: argparse.Namespace, variant: str) -> Path:
     return args.out / variant.replace(":", "-")
 
 
+#: Checkpoint bytes per parameter: fp32 weights plus AdamW's two fp32 moments.
+CHECKPOINT_BYTES_PER_PARAM = 12
+
+
+def space_needed(size: str, keep_last: int) -> int:
+    """Bytes one variant's checkpoints take at most: ``keep_last`` committed plus one being written."""
+    import torch
+
+    from training.data.dataset import TOKENIZER
+    from training.model.llama import build_model, count_parameters
+
+    with torch.device("meta"):
+        params = count_parameters(build_model(size, TOKENIZER.vocab_size))
+    return params * CHECKPOINT_BYTES_PER_PARAM * (keep_last + 1)
+
+
+def free_space_error(out: Path, needed: int) -> str | None:
+    """Why ``out`` cannot hold ``needed`` bytes (its file system's free space), or None."""
+    from training.checkpoint.storage import human_bytes
+
+    free = shutil.disk_usage(out).free
+    if free >= needed:
+        return None
+    return (
+        f"{out} has {human_bytes(free)} free, one variant's checkpoints need about {human_bytes(needed)} "
+        f"(checkpoint.keep_last + 1 in flight, {CHECKPOINT_BYTES_PER_PARAM} bytes per parameter): "
+        "free space there or pass --out on a larger file system"
+    )
+
+
 def _launch(args: argparse.Namespace, variant: str, nproc: int) -> int:
     """torchrun the workers of one variant (bounded by ``--timeout``); returns the exit code (124: timed out)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
@@ -90,6 +130,7 @@ def _launch(args: argparse.Namespace, variant: str, nproc: int) -> int:
         rc = subprocess.call(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": path}, timeout=args.timeout)
     except subprocess.TimeoutExpired:
         rc = 124
+    shutil.rmtree(_run_dir(args, variant) / "checkpoints", ignore_errors=True)  # the next variant needs the space
     if rc:
         print(f"   FAILED (exit {rc})", flush=True)
     return rc
@@ -182,6 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         return _worker(args)
     nproc, device = workers(args.nproc)
     args.out.mkdir(parents=True, exist_ok=True)
+    from platform_config import load_config
+
+    no_room = free_space_error(args.out, space_needed(args.size, load_config(args.config).checkpoint.keep_last))
+    if no_room:
+        print(f"Checkpoint staging benchmark: {no_room}", file=sys.stderr, flush=True)
+        return 1
     print(f"Checkpoint staging benchmark on {device}", flush=True)
     failed = False
     for variant in args.variants.split(","):

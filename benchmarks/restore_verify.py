@@ -44,7 +44,7 @@ def _worker(args: argparse.Namespace) -> int:
     if rank == 0:
         marker = {"step": 1, "world_size": world, "files": file_checksums(path)}
         (path / COMMIT_MARKER).write_text(json.dumps(marker))
-    mgr = CheckpointManager(args.out, "sync", 1, EventLog(args.out, rank), rank, world)
+    mgr = CheckpointManager(args.out, "sync", 1, EventLog(args.out, rank), rank, world, collective_timeout_s=600)
     times: dict[str, list[float]] = {"rank 0 alone": [], "shared by all ranks": []}
     for _ in range(args.repeats):
         dist.barrier()
@@ -55,7 +55,7 @@ def _worker(args: argparse.Namespace) -> int:
         assert reason is None, reason
         dist.barrier()
         t0 = time.perf_counter()
-        reason = mgr._verify_together(path)
+        reason = mgr._verify_together(1, path)
         dist.barrier()
         times["shared by all ranks"].append(time.perf_counter() - t0)
         assert reason is None, reason

@@ -600,6 +600,8 @@ class InprocessConfig(_Strict):
     #: the lost one is replaced, so the run stays bitwise what a fault-free run computes. A smaller value lets the
     #: survivors go on with fewer ranks (a different global batch; the checkpoint loader reshards).
     min_world_size: int | None = Field(default=None, ge=1)
+    #: Deadline of gloo collectives: the checkpoint group's on every device, the default group's on CPU. Below
+    #: hard_timeout_s (NVRx cannot abort gloo).
     gloo_timeout_s: float = Field(default=10.0, gt=0)
     #: Monitor thread/process and progress-watchdog interval; must be below soft_timeout_s and heartbeat_timeout_s.
     monitor_interval_s: float = Field(default=1.0, gt=0)
@@ -616,6 +618,12 @@ class InprocessConfig(_Strict):
             raise ValueError(
                 "NVRx needs soft_timeout_s < hard_timeout_s < barrier_timeout_s, got "
                 f"{self.soft_timeout_s} / {self.hard_timeout_s} / {self.barrier_timeout_s}"
+            )
+        if self.gloo_timeout_s >= self.hard_timeout_s:
+            raise ValueError(
+                f"gloo_timeout_s ({self.gloo_timeout_s}) must be below hard_timeout_s ({self.hard_timeout_s}): NVRx "
+                "cannot abort a gloo collective (the checkpoint group's, and every group's on CPU), so a rank blocked "
+                "in one must leave it before the hard timeout kills the process"
             )
         if self.heartbeat_interval_s >= self.heartbeat_timeout_s:
             raise ValueError("heartbeat_interval_s must be below heartbeat_timeout_s")

@@ -26,7 +26,7 @@ def _mark(ok: bool | None) -> str:
 def render(results: dict[str, Any]) -> str:
     """Markdown for a results dict (``cells``, ``runs``, ``generated_at``, ``total_wall_s``)."""
     cells = results["cells"]
-    fault_cells = [c for c in cells if c["kind"] != "storage"]
+    fault_cells = [c for c in cells if c["kind"] not in ("storage", "checkpoint")]
     kinds = list(dict.fromkeys(c["kind"] for c in fault_cells))
     phases = list(dict.fromkeys(c["phase"] for c in fault_cells))
     by = {(c["kind"], c["phase"]): c for c in fault_cells}
@@ -60,9 +60,34 @@ def render(results: dict[str, Any]) -> str:
             )
             row.append(f"{_mark(c['ok'])} ({detail})")
         lines.append(f"| {kind} | " + " | ".join(row) + " |")
-    lines += ["", "## Storage faults", "", "| case | result | outcome |", "|---|---|---|"]
+    lines += [
+        "",
+        "## Storage faults",
+        "",
+        "A full or read-only checkpoint file system ends the run with exit 21 and a message that names the likely",
+        "cause from the file system's state, on each save path; slow storage finishes with back-pressure. NVRx's",
+        "async path needs CUDA to train, so its cell runs NVRx's own writer process on CPU tensors.",
+        "",
+        "| case | result | outcome |",
+        "|---|---|---|",
+    ]
     for c in (c for c in cells if c["kind"] == "storage"):
         lines.append(f"| {c['phase']} | {_mark(c['ok'])} | {c['outcome'].replace('|', '/')} |")
+    checkpoint = [c for c in cells if c["kind"] == "checkpoint"]
+    if checkpoint:
+        lines += [
+            "",
+            "## Checkpoint faults",
+            "",
+            "Committed work is never lost: no launch trains from step 0 and no committed checkpoint is deleted. A",
+            "storage error is retried by the restart layers and ends the job with exit 21 once it repeated more than",
+            "`faults.max_repeats` times; a missing checkpoint root on a run that committed fails the Job (exit 22).",
+            "",
+            "| case | result | outcome |",
+            "|---|---|---|",
+        ]
+        for c in checkpoint:
+            lines.append(f"| {c['phase']} | {_mark(c['ok'])} | {c['outcome'].replace('|', '/')} |")
     lines += [
         "",
         "## Cell details",

@@ -26,7 +26,13 @@ from typing import Any
 
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
-from training.resilience.exit_codes import ExitCode, clear_exit_status, exit_code_for, translate_launcher_exit
+from training.resilience.exit_codes import (
+    ExitCode,
+    clear_exit_status,
+    exit_code_for,
+    fail_job_exit_codes,
+    translate_launcher_exit,
+)
 from training.resilience.ft_monitor import ft_launcher_args, ft_launcher_yaml
 from training.resilience.inprocess import STORE_PORT_ENV
 from training.telemetry.events import EventLog
@@ -126,7 +132,7 @@ def launch(args: argparse.Namespace) -> int:
             code, message = translate_launcher_exit(
                 rc, run_dir, cfg.ft.unrecoverable_exit_code, restarts_exhausted=layers.ft_launcher
             )
-            if code == 0 or code in (cfg.ft.unrecoverable_exit_code, int(ExitCode.NO_USABLE_CHECKPOINT)):
+            if code == 0 or code in fail_job_exit_codes(cfg.ft.unrecoverable_exit_code):  # as podFailurePolicy
                 break
     progress.stop.set()
     progress.join(timeout=5)
@@ -204,10 +210,12 @@ def run_local(
     ports: tuple[int, int] | None = None,
     timeout_s: float = 240,
     env: dict[str, str] | None = None,
+    fresh: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m training.local`` in a subprocess (for tests and scripts); ``config`` is a project.yaml dict.
 
-    ``ports``: (rendezvous, in-process store); distinct per concurrent run. Output is captured.
+    ``ports``: (rendezvous, in-process store); distinct per concurrent run. ``fresh``: empty the run directory
+    first (False: another launch of the same run). Output is captured.
     """
     import yaml
 
@@ -216,7 +224,8 @@ def run_local(
     cfg_path = run_dir.parent / f"{run_dir.name}.project.yaml"
     cfg_path.write_text(yaml.safe_dump(config or {}))
     cmd = [sys.executable, "-m", "training.local", "--run-dir", str(run_dir), "--config", str(cfg_path)]
-    cmd += ["--fresh", "--steps", str(steps), "--faults", faults, "--mode", mode, "--nproc", str(nproc)]
+    cmd += ["--fresh"] if fresh else []
+    cmd += ["--steps", str(steps), "--faults", faults, "--mode", mode, "--nproc", str(nproc)]
     if ports:
         cmd += ["--port", str(ports[0]), "--store-port", str(ports[1])]
     return subprocess.run(

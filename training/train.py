@@ -59,6 +59,8 @@ from training.telemetry.emf import EmfEmitter
 from training.telemetry.events import LAYERS, EventLog, env_int
 
 SUMMARY_FILE = "summary.json"
+#: Written by rank 0 once a restore under ``--fresh`` completed: every later restart or launch ignores ``--fresh``.
+FRESH_MARKER = "fresh_start.json"
 #: Step intervals (after the first) measured before the step-time check runs.
 STEP_CHECK_AFTER = 5
 
@@ -225,9 +227,7 @@ class Runner:
             self.hooks.reset_step_timing()
         self.entered_ns = entered_ns
         self.hooks.stall.progress()  # (re-)entering counts as progress: a stall from here on gets a stack dump
-        reason = self.ledger.escalation()
-        if reason:
-            raise UnrecoverableError(reason)
+        self.ledger.check()
         self._init_process_group(iteration)
         self.events.emit("start", world_size=self.world_size, mode=self.mode.value, device=str(distributed.device()))
         trainer = Trainer(
@@ -237,12 +237,14 @@ class Runner:
             checkpoint_mode=self.layers.checkpoint_mode,
             target_steps=self.steps,
             hooks=self.hooks,
-            allow_fresh_start=self.args.fresh,
+            allow_fresh_start=self._fresh_allowed(),
         )
         finished = False
         try:
             trainer.setup()
             resumed = trainer.restore()
+            if trainer.allow_fresh_start and self.rank == 0:
+                atomic_write_json(self.run_dir / FRESH_MARKER, {"ns": time.time_ns(), "resumed_step": resumed})
             if restart:
                 self.events.emit("restart_end", layer=restart[0], emit_layer=restart[0], resumed_step=resumed)
             final = trainer.train()
@@ -268,6 +270,15 @@ class Runner:
             # On the error path the group is left alone: under the in-process layer NVRx's monitor thread
             # aborts and destroys it (destroying it here as well raced that abort: on NCCL, heap corruption and
             # SIGABRT); without that layer the process exits next.
+
+    def _fresh_allowed(self) -> bool:
+        """``--fresh`` holds for the first launch of a run only: not once a restore under it has completed."""
+        marker = self.run_dir / FRESH_MARKER
+        if self.args.fresh and marker.exists():
+            if self.rank == 0:
+                print(f"[train] --fresh ignored: this run already started fresh ({marker})", flush=True)
+            return False
+        return bool(self.args.fresh)
 
     def _init_process_group(self, iteration: int) -> None:
         """The default group, on a store prefix of its own per in-process iteration, after every rank arrived.
@@ -378,7 +389,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mode", default=None, choices=[m.value for m in RecoveryMode], help="default: cfg.job.mode")
     p.add_argument("--faults", default=None, help="kind@step[:rank][/phase][!],... (default: cfg.faults.schedule)")
     p.add_argument("--steps", type=int, default=None, help="target step (default: cfg.train.steps)")
-    p.add_argument("--fresh", action="store_true", help="allow a fresh start although checkpoints exist")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help=f"allow a fresh start although checkpoints exist; first launch only (<run-dir>/{FRESH_MARKER})",
+    )
     p.add_argument("--short-timeouts", action="store_true", help="cfg.local timeouts (short; scaled on CUDA)")
     return p.parse_args(argv)
 
@@ -420,7 +435,7 @@ def run(args: argparse.Namespace) -> int:
     for f in timeout_check.check_static(cfg, inprocess=layers.inprocess, ft_launcher=layers.ft_launcher):
         if runner.rank == 0:
             print(f"[timeout-check] {f}", flush=True)
-    code, cause, message, primary = 0, "completed", "", True
+    code, cause, message, primary, final = 0, "completed", "", True, False
     if layers.inprocess:
         # Import lazily-loaded heavy modules before entering the Wrapper: an asynchronous RankShouldRestart that
         # lands in the middle of an import leaves a half-initialised module behind (seen on CPU: a fault during
@@ -445,7 +460,7 @@ def run(args: argparse.Namespace) -> int:
             runner()
     except UnrecoverableError as err:
         cause = getattr(err, "cause", "unrecoverable")
-        code, message = exit_code_for(cause, unrecoverable), err.reason
+        code, message, final = exit_code_for(cause, unrecoverable), err.reason, True
     except Terminated as err:
         cause, code, message, primary = "terminated", TERMINATED_EXIT_CODE, str(err), False
     except BaseException as err:
@@ -466,11 +481,14 @@ def run(args: argparse.Namespace) -> int:
             if layers.ft_launcher or not isinstance(err, Exception):
                 traceback.print_exc()
         code = exit_code_for(cause, unrecoverable)
+        final = cause in ("unrecoverable", "config", "no_usable_checkpoint", "checkpoint_root_missing")
     if code:
         print(f"[train] rank {runner.rank}: exiting with code {code} ({cause}): {message}", file=sys.stderr, flush=True)
         keep = frozenset(fail_job_exit_codes(unrecoverable))
-        write_exit_status(args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary, keep_codes=keep)
-        if cause in ("unrecoverable", "config", "no_usable_checkpoint"):
+        write_exit_status(
+            args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary, keep_codes=keep, final=final
+        )
+        if final:
             runner.monitor.request_shutdown(f"{cause}: {message[:200]}")
     runner.hooks.stall.stop()
     runner.events.emit("exit", reason=cause, code=code, step=runner.last_step)

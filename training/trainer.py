@@ -25,7 +25,7 @@ from training.checkpoint.state import AppState, state_digest
 from training.data.dataset import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
 from training.model.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config, tokenizer_mismatch
 from training.model.llama import ModelArgs, build_model, flops_per_token
-from training.parallel.distributed import apply_fsdp, device, set_determinism
+from training.parallel.distributed import apply_fsdp, checkpoint_timeout_s, device, set_determinism
 from training.telemetry.events import EventLog
 from training.telemetry.metrics import StepTimer, peak_flops_per_device
 
@@ -82,7 +82,10 @@ class Trainer:
         target_steps: int | None = None,
         hooks: TrainerHooks | None = None,
         allow_fresh_start: bool = False,
+        final_checkpoint: bool = True,
     ) -> None:
+        """``final_checkpoint``: save the target step when the interval does not land on it (off for a benchmark's
+        no-checkpoint baseline)."""
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.events = events
@@ -90,7 +93,10 @@ class Trainer:
         self.target_steps = target_steps if target_steps is not None else cfg.train.steps
         self.hooks: TrainerHooks = hooks or NullHooks()
         self.allow_fresh_start = allow_fresh_start
+        self.final_checkpoint = final_checkpoint
         self.step = 0
+        #: The newest step saved or restored by this attempt (a final save is needed when training went beyond it).
+        self._checkpointed_step = 0
         self._losses: dict[int, float] = {}
         self.eval_losses: dict[int, float] = {}
         self._failed = False
@@ -137,6 +143,7 @@ class Trainer:
                 self.events,
                 self.rank,
                 self.world_size,
+                collective_timeout_s=checkpoint_timeout_s(self.cfg.inprocess),
                 nvrx_staging=self.cfg.checkpoint.nvrx_staging,
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
@@ -182,6 +189,7 @@ class Trainer:
                     )
         self.step = step or 0
         self.state.step = self.step
+        self._checkpointed_step = self.step
         return self.step
 
     # ------------------------------------------------------------------ loop
@@ -255,6 +263,8 @@ class Trainer:
                     self.eval_losses[step] = eval_loss
                     if self.rank == 0:
                         self.events.emit("eval", step=step, loss=eval_loss)
+            if self.final_checkpoint and self.step > self._checkpointed_step:  # steps not a multiple of the interval
+                self.save_checkpoint()
         except BaseException:
             self._failed = True
             raise
@@ -265,6 +275,7 @@ class Trainer:
         assert self.ckpt is not None
         with self.hooks.section("checkpoint"):
             self.ckpt.save(self.step, self.state, during_write=lambda s: self.hooks.fault_point("checkpoint", s))
+        self._checkpointed_step = self.step
 
     def close(self, *, failed: bool = False) -> None:
         """Finalize an in-flight async save (collectively unless training or the caller failed); idempotent."""

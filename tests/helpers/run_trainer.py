@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from platform_config import config_from_dict
 from training.checkpoint.manager import CheckpointManager
-from training.parallel.distributed import destroy_process_group, init_process_group
+from training.parallel.distributed import checkpoint_timeout_s, destroy_process_group, init_process_group
 from training.telemetry.events import EventLog
 from training.trainer import Trainer
 
@@ -55,7 +55,8 @@ def main() -> int:
         trainer.close()
     if args.save_both:
         for mode in ("sync", "async"):
-            mgr = CheckpointManager(args.save_both / mode, mode, 1, events, rank, world)
+            timeout_s = checkpoint_timeout_s(cfg.inprocess)
+            mgr = CheckpointManager(args.save_both / mode, mode, 1, events, rank, world, collective_timeout_s=timeout_s)
             mgr.save(trainer.step, trainer.state)
             mgr.close()
     if args.dump_model:

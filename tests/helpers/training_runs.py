@@ -43,6 +43,15 @@ test_env = child_env
 test_env.__test__ = False  # type: ignore[attr-defined]
 
 
+def python_stdout(args: list[str], timeout_s: float) -> str:
+    """Run ``python ARGS`` from the repository with :func:`child_env`; its stdout (asserting exit 0)."""
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=REPO_ROOT, env=child_env(), capture_output=True, text=True, timeout=timeout_s
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def local_run(
     run_dir: Path,
     *,
@@ -52,8 +61,10 @@ def local_run(
     config: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     timeout_s: float = 240,
+    fresh: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m training.local`` with ``config`` (default: a copy of :data:`FAST_CONFIG`) on fresh ports."""
+    """``python -m training.local`` with ``config`` (default: a copy of :data:`FAST_CONFIG`) on fresh ports;
+    ``fresh=False`` launches the same run again (the run directory is kept)."""
     import copy
 
     from training.local import run_local
@@ -67,6 +78,7 @@ def local_run(
         ports=(free_port(), free_port()),
         env=env or child_env(),
         timeout_s=timeout_s,
+        fresh=fresh,
     )
 
 
@@ -143,15 +155,20 @@ FAST_CONFIG: dict[str, Any] = {
 
 
 @contextlib.contextmanager
-def single_process_group() -> Iterator[None]:
-    """A real one-rank gloo process group in this process (file store in a temp dir); destroyed on exit."""
+def single_process_group(timeout_s: float | None = None) -> Iterator[None]:
+    """A real one-rank gloo process group in this process (file store in a temp dir); destroyed on exit.
+
+    ``timeout_s``: the default group's timeout (None: torch's default)."""
+    import datetime
+
     import torch.distributed as dist
 
     if dist.is_initialized():
         raise RuntimeError("a process group is already initialised in this process")
+    timeout = {} if timeout_s is None else {"timeout": datetime.timedelta(seconds=timeout_s)}
     with tempfile.TemporaryDirectory() as tmp:
         store = dist.FileStore(os.path.join(tmp, "store"), 1)
-        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1, **timeout)
         try:
             yield
         finally:
@@ -190,3 +207,57 @@ def tiny_train_step(state: Any) -> float:
     state.optimizer.zero_grad()
     state.step += 1
     return float(loss.detach())
+
+
+def group_timeout_s(group: Any) -> float:
+    """The timeout a gloo process group's collectives run with (torch's private options; tests only)."""
+    import torch
+
+    return group._get_backend(torch.device("cpu")).options._timeout.total_seconds()
+
+
+def make_marker_unreadable(ckpt: Path) -> bytes:
+    """Replace a checkpoint's commit marker by a directory of the same name, so that reading it fails with EISDIR:
+    an OSError other than "file not found", as an I/O error on a network file system is. Returns its bytes."""
+    from training.checkpoint.files import COMMIT_MARKER
+
+    marker = Path(ckpt) / COMMIT_MARKER
+    data = marker.read_bytes()
+    marker.unlink()
+    marker.mkdir()
+    return data
+
+
+def restore_marker(ckpt: Path, data: bytes) -> None:
+    """Undo :func:`make_marker_unreadable`."""
+    from training.checkpoint.files import COMMIT_MARKER
+
+    marker = Path(ckpt) / COMMIT_MARKER
+    marker.rmdir()
+    marker.write_bytes(data)
+
+
+def mount_tmpfs(path: Path, size: str, *, read_only: bool = False) -> bool:
+    """Mount a real tmpfs of ``size`` at ``path`` (a file system that fills up, or refuses writes); False where
+    mounting is not allowed (not root). Unmount with :func:`unmount`."""
+    path.mkdir(parents=True, exist_ok=True)
+    opts = f"size={size}" + (",ro" if read_only else "")
+    return os.geteuid() == 0 and not subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)]).returncode
+
+
+def unmount(path: Path) -> None:
+    subprocess.run(["umount", str(path)], check=False)
+
+
+@contextlib.contextmanager
+def small_tmpfs(path: Path, size: str = "512k", *, read_only: bool = False) -> Iterator[Path]:
+    """:func:`mount_tmpfs` for the duration of a ``with`` block; skips the test where mounting is not allowed."""
+    import pytest
+
+    path = Path(path)
+    if not mount_tmpfs(path, size, read_only=read_only):
+        pytest.skip("needs root to mount a tmpfs")
+    try:
+        yield path
+    finally:
+        unmount(path)

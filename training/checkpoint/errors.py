@@ -1,4 +1,4 @@
-"""The errors of the checkpoint layer (shared by :mod:`.manager` and :mod:`.nvrx_async`)."""
+"""The errors of the checkpoint layer (shared by :mod:`.files`, :mod:`.manager` and :mod:`.nvrx_async`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,31 @@ class CheckpointError(RuntimeError):
     """Base class of checkpoint errors."""
 
 
-class CheckpointWriteError(CheckpointError):
+class CheckpointStorageError(CheckpointError):
+    """The checkpoint storage failed (a write, a commit or a read): retried by the restart layers, then exit 21."""
+
+
+class CheckpointWriteError(CheckpointStorageError):
     """A checkpoint could not be written or committed (ENOSPC, unwritable directory, I/O error)."""
+
+
+class CheckpointReadError(CheckpointStorageError):
+    """A committed checkpoint could not be read (an I/O error, not a damaged checkpoint): never a reason to skip,
+    quarantine or delete it."""
+
+
+class MarkerReadError(CheckpointReadError):
+    """A commit marker exists but could not be read, even after retries."""
 
 
 class NoUsableCheckpointError(CheckpointError):
     """Checkpoints exist but none is loadable: refusing to restart silently from step 0."""
+
+
+class CheckpointRootMissingError(BaseException):
+    """The checkpoint root is missing or empty although this run committed checkpoints (an unmounted volume, a
+    changed ``checkpoint.dir``): refusing to start again from step 0.
+
+    A ``BaseException``, like ``UnrecoverableError``: no restart layer can bring the checkpoints back, so none
+    retries it; the process exits ``CHECKPOINT_ROOT_MISSING`` (22), which fails the Job.
+    """

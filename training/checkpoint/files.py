@@ -16,12 +16,15 @@ import errno
 import json
 import os
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpointException
 
+from training.checkpoint.errors import MarkerReadError
 from training.common.files import sha256_file
 
 COMMIT_MARKER = "COMMITTED"
@@ -31,6 +34,10 @@ QUARANTINE_DIR = "quarantine"
 TMP_SUFFIX = ".tmp"
 #: In ``step_N.tmp/``: the checksums of the files one rank wrote, for rank 0's commit (removed by it).
 RANK_SUMS = ".sha256.rank{}.json"
+#: A commit marker that exists but cannot be read (an I/O error on a network file system) is read this many times,
+#: pausing :data:`MARKER_RETRY_S`, then twice as long each time (0.1 + 0.2 + 0.4 s), before it is an error.
+MARKER_READ_ATTEMPTS = 4
+MARKER_RETRY_S = 0.1
 _STEP_RE = re.compile(r"^step_(\d{8})$")
 _TMP_RE = re.compile(r"^step_(\d{8})\.tmp$")
 
@@ -107,13 +114,44 @@ def publish_rank_checksums(path: Path, rank: int) -> None:
         os.replace(part, final)
 
 
-def read_marker(path: Path) -> dict[str, Any] | None:
-    """The parsed commit marker of a checkpoint dir, or None when absent or unreadable."""
+def read_marker(
+    path: Path, *, attempts: int = MARKER_READ_ATTEMPTS, sleep: Callable[[float], object] = time.sleep
+) -> dict[str, Any] | None:
+    """The parsed commit marker of a checkpoint dir; None when there is none, or when what is there is not a
+    marker (see :func:`marker_problem`).
+
+    A marker that exists but cannot be read is never taken for "not committed": the read is retried ``attempts``
+    times with exponential backoff from :data:`MARKER_RETRY_S` (pausing through ``sleep``), then raises
+    :class:`MarkerReadError` naming the file.
+    """
+    marker_file = path / COMMIT_MARKER
+    for attempt in range(attempts):
+        try:
+            data = marker_file.read_bytes()
+            break
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if attempt == attempts - 1:
+                waited = sum(MARKER_RETRY_S * 2**i for i in range(attempts - 1))
+                raise MarkerReadError(
+                    f"cannot read the commit marker {marker_file}: {describe_error(exc)} ({attempts} attempts over "
+                    f"{waited:.1f} s); the checkpoint is kept, not skipped: check the file system (I/O errors in "
+                    "dmesg, the FSx file system's health) and restart"
+                ) from exc
+            sleep(MARKER_RETRY_S * 2**attempt)
     try:
-        marker = json.loads((path / COMMIT_MARKER).read_text())
-    except (OSError, ValueError):
+        marker = json.loads(data)
+    except ValueError:
         return None
     return marker if isinstance(marker, dict) and "files" in marker else None
+
+
+def marker_problem(path: Path) -> str:
+    """Why :func:`read_marker` returned None for ``path``: the marker is missing, or is not a marker."""
+    if not (path / COMMIT_MARKER).exists():
+        return "commit marker missing"
+    return "commit marker is not a marker (not JSON, or no file list): damaged after its commit"
 
 
 def storage_layout_error(path: Path) -> str | None:
@@ -155,7 +193,7 @@ def verify_checkpoint(path: Path, *, share: tuple[int, int] = (0, 1), check_layo
     """
     marker = read_marker(path)
     if marker is None:
-        return "commit marker missing or unreadable"
+        return marker_problem(path)
     if ".metadata" not in marker["files"]:
         return "commit marker lists no .metadata"
     for name, want in sorted(marker["files"].items()):
@@ -172,32 +210,36 @@ def verify_checkpoint(path: Path, *, share: tuple[int, int] = (0, 1), check_layo
     return storage_layout_error(path) if check_layout else None
 
 
-def list_committed(root: Path) -> list[tuple[int, Path]]:
-    """Committed checkpoints (a ``step_N`` dir with a readable marker), oldest first."""
+def _list(root: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
     if not root.is_dir():
         return []
     found = []
     for d in root.iterdir():
-        m = _STEP_RE.match(d.name)
-        if m and d.is_dir() and read_marker(d) is not None:
+        m = pattern.match(d.name)
+        if m and d.is_dir():
             found.append((int(m.group(1)), d))
     return sorted(found)
+
+
+def list_step_dirs(root: Path) -> list[tuple[int, Path]]:
+    """Every ``step_N`` dir, oldest first, without reading markers: a commit renames ``step_N.tmp`` to ``step_N``
+    only after its marker is written, so each one was committed (its marker may since be damaged or unreadable)."""
+    return _list(root, _STEP_RE)
+
+
+def list_committed(root: Path) -> list[tuple[int, Path]]:
+    """``step_N`` dirs with a marker, oldest first; raises :class:`MarkerReadError` for a marker that cannot be
+    read (never taken for "not committed")."""
+    return [(step, d) for step, d in list_step_dirs(root) if read_marker(d) is not None]
 
 
 def list_partial(root: Path) -> list[tuple[int, Path]]:
-    """Uncommitted dirs: ``step_N.tmp`` and ``step_N`` without a marker."""
-    if not root.is_dir():
-        return []
-    found = []
-    for d in root.iterdir():
-        m = _TMP_RE.match(d.name) or _STEP_RE.match(d.name)
-        if m and d.is_dir() and (d.name.endswith(TMP_SUFFIX) or read_marker(d) is None):
-            found.append((int(m.group(1)), d))
-    return sorted(found)
+    """Unfinished saves (``step_N.tmp``), oldest first: the only checkpoint dirs ever deleted as partial."""
+    return _list(root, _TMP_RE)
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line naming the cause, e.g. ``ENOSPC: No space left on device`` (unwraps DCP's CheckpointException)."""
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and everything it wraps: ``__cause__``, ``__context__`` and each rank's error in DCP's exception."""
     seen: list[BaseException] = []
     stack: list[BaseException] = [exc]
     while stack:
@@ -212,9 +254,20 @@ def describe_error(exc: BaseException) -> str:
                 if isinstance(inner, BaseException):
                     stack.append(inner)
         stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
-    for e in seen:
-        if isinstance(e, OSError) and e.errno is not None:
-            return f"{errno.errorcode.get(e.errno, e.errno)}: {e.strerror} ({type(e).__name__})"
+    return seen
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The first OSError with an errno among ``exc`` and what it wraps (a storage error), if any."""
+    return next((e for e in _causes(exc) if isinstance(e, OSError) and e.errno is not None), None)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the cause, e.g. ``ENOSPC: No space left on device`` (unwraps DCP's CheckpointException)."""
+    seen = _causes(exc)
+    os_error = os_error_in(exc)
+    if os_error is not None:
+        return f"{errno.errorcode.get(os_error.errno, os_error.errno)}: {os_error.strerror} ({type(os_error).__name__})"
     # No errno: torch's C++ writers raise RuntimeError("... file write failed" / "No space left on device").
     inner = [e for e in seen if not isinstance(e, DcpCheckpointException)]
     for e in inner:
@@ -225,7 +278,5 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:500]
 
 
-#: A write failure without an errno on a file system with less free space than this is reported as ENOSPC.
-FULL_FS_BYTES = 1 << 20
 #: OS error texts that a wrapped (errno-less) message may carry.
 _ERRNO_TEXT = {"ENOSPC": "No space left on device", "EROFS": "Read-only file system", "EACCES": "Permission denied"}

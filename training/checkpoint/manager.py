@@ -38,11 +38,18 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpointException
+from torch.distributed.tensor import DTensor
 
-from training.checkpoint.errors import CheckpointError, CheckpointWriteError, NoUsableCheckpointError
+from training.checkpoint.errors import (
+    CheckpointError,
+    CheckpointReadError,
+    CheckpointRootMissingError,
+    CheckpointWriteError,
+    MarkerReadError,
+    NoUsableCheckpointError,
+)
 from training.checkpoint.files import (
     COMMIT_MARKER,
-    FULL_FS_BYTES,
     QUARANTINE_DIR,
     TMP_SUFFIX,
     checksums,
@@ -51,6 +58,8 @@ from training.checkpoint.files import (
     is_rank_sums,
     list_committed,
     list_partial,
+    list_step_dirs,
+    os_error_in,
     own_files,
     publish_rank_checksums,
     rank_sums_file,
@@ -61,16 +70,20 @@ from training.checkpoint.files import (
 )
 from training.checkpoint.nvrx_async import NvrxAsync, NvrxStaging, abandon_nvrx_saves, nvrx_async_available
 from training.checkpoint.state import AppState
-from training.telemetry.events import EventLog
+from training.checkpoint.storage import likely_cause
+from training.telemetry.events import EventLog, read_events
 
 #: Name of the background threads that hash and commit a finished write (see :func:`join_commits`).
 COMMIT_THREAD = "checkpoint-commit"
-#: How long rank 0's commit waits for another rank's checksums.
-RANK_SUMS_WAIT_S = 600.0
+#: How long a rank waits for the other ranks' part of an async save (their checksums, their NVRx writes).
+PEER_WAIT_S = 600.0
 #: Bumped by :func:`abandon_async_saves`: a commit started before it stops waiting for other ranks.
 _GENERATION = [0]
 #: Test/fault-injection hook: seconds each checkpoint write sleeps first (simulates slow storage).
 WRITE_DELAY_ENV = "TRAINING_CKPT_WRITE_DELAY_S"
+#: Test/fault-injection hook: an errno name (e.g. ``EIO``) that every read of checkpoint data by ``dcp.load`` fails
+#: with (a storage that lists and verifies, then fails the load: DCP raises its BaseException).
+READ_ERROR_ENV = "TRAINING_CKPT_READ_ERROR"
 
 
 class _SlowWriter(FileSystemWriter):
@@ -83,6 +96,22 @@ class _SlowWriter(FileSystemWriter):
     def write_data(self, plan, planner):  # type: ignore[no-untyped-def]
         time.sleep(self.delay_s)
         return super().write_data(plan, planner)
+
+
+class _FailingReader(FileSystemReader):
+    """FileSystemReader whose data reads fail with ``errno_name`` (storage fault injection)."""
+
+    def __init__(self, path: Path, errno_name: str) -> None:
+        super().__init__(path)
+        self.errno = getattr(errno, errno_name)
+
+    def read_data(self, plan, planner):  # type: ignore[no-untyped-def]
+        raise OSError(self.errno, f"{os.strerror(self.errno)} (injected by {READ_ERROR_ENV})")
+
+
+def _reader(path: Path) -> FileSystemReader:
+    injected = os.environ.get(READ_ERROR_ENV)
+    return _FailingReader(path, injected) if injected else FileSystemReader(path)
 
 
 @dataclass
@@ -101,14 +130,6 @@ class _InFlight:
     generation: int = field(default_factory=lambda: _GENERATION[0])
 
 
-def _default_pg_timeout() -> datetime.timedelta | None:
-    """The default process group's timeout (None = torch's default); added by H4 (resilience)."""
-    with contextlib.suppress(Exception):
-        backend = dist.group.WORLD._get_backend(torch.device("cpu"))  # type: ignore[union-attr]
-        return backend.options._timeout
-    return None
-
-
 class CheckpointManager:
     """Saves and restores :class:`AppState` under ``root``; at most one save in flight.
 
@@ -124,9 +145,13 @@ class CheckpointManager:
         rank: int,
         world_size: int,
         *,
+        collective_timeout_s: float,
         write_delay_s: float | None = None,
         nvrx_staging: NvrxStaging = "cuda-ipc",
+        nvrx: NvrxAsync | None = None,
     ) -> None:
+        """``nvrx``: the NVRx async path to use in ``async`` mode instead of choosing one (tests drive NVRx's writer
+        on CPU tensors through it)."""
         if mode not in ("sync", "async"):
             raise ValueError(f"checkpoint mode must be 'sync' or 'async', got {mode!r}")
         if keep_last < 1:
@@ -141,11 +166,13 @@ class CheckpointManager:
         self._inflight: _InFlight | None = None
         self._nvrx: NvrxAsync | None = None
         self._closed = False
+        #: Bytes of this rank's part of the newest save (to tell a full file system from another failure).
+        self._save_bytes: int | None = None
         if mode == "sync":
             self.backend = "dcp.save"
-        elif nvrx_async_available():
-            self.backend = f"nvrx.FileSystemWriterAsync ({nvrx_staging})"
-            self._nvrx = NvrxAsync(nvrx_staging)
+        elif nvrx is not None or nvrx_async_available():
+            self._nvrx = nvrx or NvrxAsync(nvrx_staging)
+            self.backend = f"nvrx.FileSystemWriterAsync ({self._nvrx.staging})"
         else:
             self.backend = "torch.dcp.async_save"
         self.notice = ""
@@ -156,11 +183,13 @@ class CheckpointManager:
             )
             if rank == 0:
                 print(f"[checkpoint] {self.notice}", flush=True)
-        # Checkpoint collectives (DCP planning, commit agreement) run on their own gloo group so that an
-        # async write thread never interleaves with the training collectives of the default group.
-        # H4 (resilience): inherit the default group's (short) timeout; new_group's own default is 30 min, which
-        # leaves a peer of a rank that faulted during restore/checkpoint blocked past the in-process hard timeout.
-        self.pg = dist.new_group(backend="gloo", timeout=_default_pg_timeout()) if dist.is_initialized() else None
+        # Checkpoint collectives (DCP planning, commit agreement, restore) run on their own gloo group so that an
+        # async write thread never interleaves with the training collectives of the default group. Its deadline is
+        # explicit (``training.parallel.distributed.checkpoint_timeout_s``): NVRx cannot abort gloo, and without
+        # one new_group takes torch's 30-minute default whenever the default group is NCCL.
+        self.collective_timeout_s = collective_timeout_s
+        timeout = datetime.timedelta(seconds=collective_timeout_s)
+        self.pg = dist.new_group(backend="gloo", timeout=timeout) if dist.is_initialized() else None
 
     # ------------------------------------------------------------------ helpers
     def _emit(self, event: str, **fields: Any) -> None:
@@ -187,17 +216,22 @@ class CheckpointManager:
 
     def _fail(self, step: int, exc: BaseException) -> CheckpointWriteError:
         msg = describe_error(exc)
-        if not msg.startswith(tuple(errno.errorcode.values())):
-            # torch's C++ writers lose the errno ("file write failed"): say so when the file system is full.
-            with contextlib.suppress(OSError):
-                free = shutil.disk_usage(self.root).free
-                if free < FULL_FS_BYTES:
-                    msg = f"ENOSPC: No space left on device ({free} bytes free under {self.root}); {msg}"
-        self.events.emit("ckpt_failed", step=step, error=msg, backend=self.backend)
+        cause = likely_cause(exc, self.root, self._save_bytes)  # torch's C++ writers often lose the errno
+        if cause is not None:
+            msg = f"{msg}; {cause}"
+        with contextlib.suppress(OSError):  # the event log may sit on the same full file system
+            self.events.emit("ckpt_failed", step=step, error=msg, backend=self.backend)
         print(f"[checkpoint] rank {self.rank}: checkpoint at step {step} failed: {msg}", flush=True)
         err = CheckpointWriteError(f"checkpoint at step {step} failed: {msg}")
         err.__cause__ = exc
         return err
+
+    def _read_failed(self, step: int, message: str) -> CheckpointReadError:
+        """A storage error while restoring ``step`` (``ckpt_failed`` with ``op=restore``); the checkpoint is kept."""
+        with contextlib.suppress(OSError):  # the event log may sit on the same failing file system
+            self.events.emit("ckpt_failed", step=step, error=message, op="restore", backend=self.backend)
+        print(f"[checkpoint] rank {self.rank}: restore of step {step} failed: {message}", flush=True)
+        return CheckpointReadError(f"restore of step {step} failed: {message}")
 
     # ------------------------------------------------------------------ save
     @property
@@ -224,6 +258,7 @@ class CheckpointManager:
         if not self._all_ok(err is None):
             raise self._fail(step, err or OSError("checkpoint directory setup failed on another rank"))
         state_dict = {"app": state.state_dict()}
+        self._save_bytes = _local_bytes(state_dict)
         if self.mode == "sync":
             self._save_sync(step, tmp, t0, state_dict, during_write)
         elif self._nvrx is not None:
@@ -268,7 +303,7 @@ class CheckpointManager:
         flight = _InFlight(step, tmp, t0)
         assert self._nvrx is not None
         try:
-            self._nvrx.schedule(state_dict, tmp, lambda: self._write_done(flight))
+            self._nvrx.schedule(state_dict, tmp, lambda: self._write_done(flight), write_delay_s=self.write_delay_s)
         except (Exception, DcpCheckpointException) as exc:
             raise self._fail(step, exc) from exc
         self._inflight = flight
@@ -345,8 +380,8 @@ class CheckpointManager:
             os.replace(tmp_marker, flight.tmp / COMMIT_MARKER)
             fsync_dir(flight.tmp)
             final = self.root / step_dir_name(flight.step)
-            if final.exists():  # an older, replaced copy of the same step (e.g. after allow_fresh_start)
-                shutil.rmtree(final)
+            if final.exists():  # an older copy of the same step (e.g. after allow_fresh_start): kept, not deleted
+                self._quarantine(flight.step, final, "replaced by a new save of the same step")
             os.replace(flight.tmp, final)
             fsync_dir(self.root)
             write_s = time.perf_counter() - flight.t_begin
@@ -364,14 +399,14 @@ class CheckpointManager:
 
     def _rank_checksums(self, flight: _InFlight, rank: int) -> dict[str, Any]:
         """Rank 0: the checksums ``rank`` published for ``flight`` (polls; gives up when the save is abandoned,
-        an in-process restart began, or after :data:`RANK_SUMS_WAIT_S`)."""
+        an in-process restart began, or after :data:`PEER_WAIT_S`)."""
         path = rank_sums_file(flight.tmp, rank)
-        deadline = time.monotonic() + RANK_SUMS_WAIT_S
+        deadline = time.monotonic() + PEER_WAIT_S
         while not path.is_file():
             if flight.abandoned or flight.generation != _GENERATION[0]:
                 raise CheckpointError(f"save of step {flight.step} was abandoned; not committed")
             if time.monotonic() > deadline:
-                raise CheckpointError(f"rank {rank} published no checksums within {RANK_SUMS_WAIT_S:.0f} s")
+                raise CheckpointError(f"rank {rank} published no checksums within {PEER_WAIT_S:.0f} s")
             time.sleep(0.05)
         sums = json.loads(path.read_text())
         if "error" in sums:
@@ -379,8 +414,16 @@ class CheckpointManager:
         return sums
 
     def _retention(self, newest: int) -> None:
-        committed = list_committed(self.root)
-        for _, path in committed[: -self.keep_last]:
+        """Remove committed checkpoints beyond ``keep_last`` and unfinished saves up to ``newest``. A checkpoint whose
+        marker is missing, damaged or unreadable is left alone (the next restore verifies or quarantines it)."""
+        committed = []
+        for _, path in list_step_dirs(self.root):
+            try:
+                if read_marker(path) is not None:
+                    committed.append(path)
+            except MarkerReadError as exc:
+                print(f"[checkpoint] retention leaves {path} alone: {exc}", flush=True)
+        for path in committed[: -self.keep_last]:
             shutil.rmtree(path, ignore_errors=True)
         for step, path in list_partial(self.root):
             if step <= newest:  # partial leftovers of earlier (crashed) saves
@@ -391,7 +434,14 @@ class CheckpointManager:
         # Whatever is pending, the warm-up request included (the same on every rank): finalizing it early makes
         # the writer idle, and so reusable after an in-process restart.
         if self._nvrx is not None and self._nvrx.pending():
-            self._nvrx.finalize(blocking=False)
+            try:
+                self._nvrx.finalize(blocking=False)
+            except (Exception, DcpCheckpointException) as exc:  # a failed write; DCP's exception is a BaseException
+                flight, self._inflight = self._inflight, None
+                if flight is not None:
+                    flight.error = flight.error or exc
+                    flight.done.set()
+                raise self._fail(flight.step if flight else -1, exc) from exc
         if self._inflight is not None and self._inflight.done.is_set() and self._inflight.error is None:
             self._inflight = None
 
@@ -402,7 +452,7 @@ class CheckpointManager:
         if flight is not None:
             if self._nvrx is not None:
                 try:
-                    self._nvrx.finalize(blocking=True)
+                    self._nvrx.finalize(blocking=True, agree=self._all_ok, wait_s=PEER_WAIT_S)
                 except (Exception, DcpCheckpointException) as exc:
                     flight.error = flight.error or exc
                     flight.done.set()
@@ -469,14 +519,14 @@ class CheckpointManager:
                 join_commits()
                 for _, path in list_partial(self.root):  # no save of this job can be in flight at restore time
                     shutil.rmtree(path, ignore_errors=True)
-                listing = {"candidates": [(step, str(path)) for step, path in reversed(list_committed(self.root))]}
-            except OSError as exc:
-                listing = {"error": f"cannot read checkpoint root {self.root}: {describe_error(exc)}"}
+                listing = {"candidates": [(step, str(path)) for step, path in reversed(list_step_dirs(self.root))]}
+            except OSError as exc:  # a storage error, not a reason to give up on the checkpoints
+                listing = {"storage": f"cannot list the checkpoint root {self.root}: {describe_error(exc)}"}
         listing = self._broadcast(listing)
-        if "error" in listing:
-            return listing
+        if "storage" in listing:
+            raise self._read_failed(-1, listing["storage"])
         for step, name in listing["candidates"]:
-            reason = self._verify_together(Path(name))
+            reason = self._verify_together(step, Path(name))
             if reason is None:
                 return {"step": step, "path": name}
             if self.rank == 0:
@@ -487,28 +537,61 @@ class CheckpointManager:
         choice: dict[str, Any] = {}
         if self.rank == 0:
             quarantined = sorted(p.name for p in (self.root / QUARANTINE_DIR).glob("step_*"))
+            lost = None if quarantined or allow_fresh_start else self._lost_commits()
             if quarantined and not allow_fresh_start:
                 choice = {"error": f"no usable checkpoint in {self.root}; quarantined: {', '.join(quarantined)}"}
+            elif lost is not None:
+                choice = {"lost": lost}
             else:
                 choice = {"step": None, "quarantined": quarantined}
         return self._broadcast(choice)
 
-    def _verify_together(self, path: Path) -> str | None:
+    def _lost_commits(self) -> str | None:
+        """Rank 0, with no checkpoint under the root: why this cannot be a fresh start (the run's event log records
+        commits), else None."""
+        try:
+            committed = [e for e in read_events(self.events.path.parent) if e["event"] == "ckpt_committed"]
+        except FileNotFoundError:
+            return None
+        if not committed:
+            return None
+        newest = max(committed, key=lambda e: e["step"])
+        state = "does not exist" if not self.root.exists() else "holds no checkpoint"
+        return (
+            f"the checkpoint root {self.root} {state}, but this run's event log ({self.events.path}) records "
+            f"{len(committed)} committed checkpoint(s), the newest of step {newest['step']} at {newest.get('path')}. "
+            "Check that the checkpoint volume is mounted (on Kubernetes: the FSx PersistentVolumeClaim) and that "
+            "checkpoint.dir did not change. Refusing to start again from step 0; to start over on purpose, launch "
+            "with --fresh (honoured once per run directory) or use a new run directory"
+        )
+
+    def _verify_together(self, step: int, path: Path) -> str | None:
         """:func:`verify_checkpoint` with the hashing split between the ranks; the same answer on every rank.
+
+        None when the checkpoint verifies, else why it is damaged. A commit marker that a rank cannot read (after
+        :func:`read_marker`'s retries) raises :class:`CheckpointReadError` on every rank instead: a storage error
+        is no evidence of a damaged checkpoint, so the checkpoint is neither skipped nor quarantined.
 
         Rank 0's commit, which hashes the same bytes, held the loop ~10 s for the 1B model (11.7 GB) on an H200
         host; at 8B (~100 GB) on FSx a restore verified by rank 0 alone would wait minutes. Split, each rank
         reads 1/world_size of the bytes (``python -m benchmarks.restore_verify``).
         """
+        reason: str | None = None
+        storage: str | None = None
         try:
             reason = verify_checkpoint(path, share=(self.rank, self.world_size), check_layout=self.rank == 0)
+        except MarkerReadError as exc:
+            storage = f"rank {self.rank}: {exc}"
         except OSError as exc:
             reason = f"unreadable: {describe_error(exc)}"
-        if self.pg is None:
-            return reason
-        reasons: list[str | None] = [None] * self.world_size
-        dist.all_gather_object(reasons, reason, group=self.pg)
-        return next((r for r in reasons if r), None)
+        verdicts: list[tuple[str | None, str | None]] = [(reason, storage)]
+        if self.pg is not None:
+            verdicts = [(None, None)] * self.world_size
+            dist.all_gather_object(verdicts, (reason, storage), group=self.pg)
+        storage = next((s for _, s in verdicts if s), None)
+        if storage is not None:
+            raise self._read_failed(step, storage)
+        return next((r for r, _ in verdicts if r), None)
 
     def load_latest(
         self,
@@ -528,6 +611,10 @@ class CheckpointManager:
         choice = self._choose(allow_fresh_start)
         if "error" in choice:
             raise NoUsableCheckpointError(choice["error"])
+        if "lost" in choice:
+            if self.rank == 0:
+                print(f"[checkpoint] {choice['lost']}", flush=True)
+            raise CheckpointRootMissingError(choice["lost"])
         step = choice["step"]
         if step is None:
             detail = "allow_fresh_start" if choice.get("quarantined") else "no committed checkpoint"
@@ -538,10 +625,17 @@ class CheckpointManager:
         if before_load is not None:
             before_load(step)
         path = Path(choice["path"])
-        metadata = FileSystemReader(path).read_metadata()
-        source = state.prepare_load(metadata.state_dict_metadata.keys())
-        state_dict = {"app": state.state_dict()}
-        dcp.load(state_dict, storage_reader=FileSystemReader(path), process_group=self.pg)
+        try:
+            metadata = FileSystemReader(path).read_metadata()
+            source = state.prepare_load(metadata.state_dict_metadata.keys())
+            state_dict = {"app": state.state_dict()}
+            dcp.load(state_dict, storage_reader=_reader(path), process_group=self.pg)
+        except (Exception, DcpCheckpointException) as exc:  # DCP's exception is a BaseException: no restart layer
+            if os_error_in(exc) is not None:  # would see it, nor the failure ledger
+                raise self._read_failed(step, f"{path}: {describe_error(exc)}") from exc
+            if isinstance(exc, DcpCheckpointException):
+                raise CheckpointError(f"restore of step {step} from {path} failed: {describe_error(exc)}") from exc
+            raise
         state.load_state_dict(state_dict["app"])
         if state.step != step:
             raise CheckpointError(f"{path} holds step {state.step}, its name says {step}")
@@ -556,6 +650,21 @@ class CheckpointManager:
             per_rank_source=source,
         )
         return step
+
+
+def _local_bytes(obj: Any) -> int:
+    """Bytes of the tensors (this rank's shards) and byte strings in a state dict."""
+    if isinstance(obj, DTensor):
+        obj = obj.to_local()
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, bytes):
+        return len(obj)
+    if isinstance(obj, dict):
+        return sum(_local_bytes(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return sum(_local_bytes(v) for v in obj)
+    return 0
 
 
 def join_commits(timeout_s: float | None = None) -> None:

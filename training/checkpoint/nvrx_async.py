@@ -7,8 +7,10 @@ without collectives, stale write results, and a dead writer failing the wait ins
 
 from __future__ import annotations
 
+import functools
 import inspect
 import queue
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +18,9 @@ from typing import Any, Literal
 import torch
 
 from training.checkpoint.errors import CheckpointError, CheckpointWriteError
+
+#: Seconds between the polls of a blocking finalize (each poll costs one agreement collective).
+FINALIZE_POLL_S = 0.2
 
 
 def nvrx_async_available() -> bool:
@@ -31,6 +36,12 @@ def nvrx_async_available() -> bool:
 
 def _warm_up_worker() -> None:
     """No-op run by NVRx's persistent async worker to start it ahead of the first save."""
+
+
+def _delayed_write(delay_s: float, save_fn: Callable[..., None], *args: Any) -> None:
+    """Slow-storage fault injection on NVRx's path: the writer process sleeps ``delay_s``, then writes."""
+    time.sleep(delay_s)
+    save_fn(*args)
 
 
 #: Every NVRx async path not closed yet (see :func:`abandon_nvrx_saves`). Strong references on purpose: an
@@ -144,7 +155,11 @@ class NvrxAsync:
         """Requests handed to the worker and not finalized yet (the same on every rank)."""
         return int(self.queue.get_num_unfinalized_calls())
 
-    def schedule(self, state_dict: dict[str, Any], path: Path, finalize: Callable[[], None]) -> None:
+    def schedule(
+        self, state_dict: dict[str, Any], path: Path, finalize: Callable[[], None], *, write_delay_s: float = 0.0
+    ) -> None:
+        """Hand a save of ``state_dict`` to ``path`` to the writer; ``finalize`` runs once every rank has written.
+        ``write_delay_s``: the writer sleeps that long first (slow-storage fault injection)."""
         from nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async import FileSystemWriterAsync
         from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import (
             save_state_dict_async_finalize,
@@ -156,6 +171,8 @@ class NvrxAsync:
         parts = writer.get_save_function_and_args()
         # 0.4.x-0.7.x: (save_fn, preload_fn, args); older releases: (save_fn, args).
         save_fn, preload_fn, args = parts if len(parts) == 3 else (parts[0], None, parts[1])
+        if write_delay_s > 0 and save_fn is not None:
+            save_fn = functools.partial(_delayed_write, write_delay_s, save_fn)
 
         def finalize_all() -> None:
             save_state_dict_async_finalize(writer, metadata, dist_wrapper)
@@ -167,39 +184,70 @@ class NvrxAsync:
             kwargs["preload_fn"] = preload_fn
         self._schedule(self._core.AsyncRequest(**kwargs))
 
-    def finalize(self, blocking: bool, *, no_dist: bool = False) -> bool:
+    def finalize(
+        self,
+        blocking: bool,
+        *,
+        no_dist: bool = False,
+        agree: Callable[[bool], bool] | None = None,
+        wait_s: float = 600.0,
+    ) -> bool:
         """Run finalize fns of finished requests (collective); True when nothing is in flight.
 
-        ``blocking`` first waits for this rank's writer itself, checking that the process is alive: NVRx's own
-        blocking wait polls the completion queue forever once the writer has died (killed by the OOM killer,
-        or, in NVRx 0.4, ended by an exception in the write). Every rank then makes the same non-blocking
-        calls, each of which agrees on completion with one collective. ``no_dist`` (tests on CPU) skips that
-        agreement, whose ``all_reduce`` NVRx runs on a CUDA tensor.
+        Non-blocking: NVRx's own check, one collective. ``blocking`` polls every :data:`FINALIZE_POLL_S` instead
+        of spinning NVRx's collective: whether this rank's writer finished (raising if the process died: NVRx's
+        own blocking wait polls forever once the writer is gone, killed by the OOM killer or, in NVRx 0.4, ended
+        by an exception in the write), then ``agree(done)`` (True when every rank's writer finished; one
+        collective per poll, on every rank) before NVRx's finalize. Without ``agree``, NVRx's collective is the
+        agreement. Gives up with :class:`CheckpointWriteError` after ``wait_s`` worth of polls: a count of
+        polls, not a clock, so that with ``agree`` every rank gives up at the same poll. ``no_dist`` (tests on
+        CPU) skips NVRx's agreement, whose ``all_reduce`` runs on a CUDA tensor.
         """
         if not blocking:
             self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
-        while blocking and self.queue.get_num_unfinalized_calls():
-            self._wait_for_writer(self.queue.async_calls[0].async_caller)
-            self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
-        return self.queue.get_num_unfinalized_calls() == 0
+            return self.queue.get_num_unfinalized_calls() == 0
+        done = False
+        for _ in range(max(1, round(wait_s / FINALIZE_POLL_S))):
+            if not self.queue.get_num_unfinalized_calls():
+                return True
+            done = self._writer_done(self.queue.async_calls[0].async_caller)
+            if agree(done) if agree is not None else done:
+                self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
+            else:
+                time.sleep(FINALIZE_POLL_S)
+        if not self.queue.get_num_unfinalized_calls():
+            return True
+        state = "finished" if done else "still writing"
+        raise CheckpointWriteError(
+            f"the async checkpoint write did not finish on every rank within {wait_s:g} s (this rank's writer: {state})"
+        )
 
     @staticmethod
-    def _wait_for_writer(caller: Any, poll_s: float = 0.5) -> None:
-        """Until ``caller``'s writer has completed its current request; raises if the writer process is gone.
+    def _writer_done(caller: Any) -> bool:
+        """Whether ``caller``'s writer has completed its current request (without waiting); raises if the writer
+        process is gone before completing it.
 
-        Takes the completion off NVRx's queue the way ``is_current_async_call_done`` does (into ``cur_item``),
-        so NVRx's next check sees it.
+        Takes the completion off NVRx's queue the way ``is_current_async_call_done`` does (into ``cur_item``), so
+        NVRx's next check sees it.
         """
-        while caller.cur_item is None:
-            try:
-                caller.cur_item = caller.comp_q.get(timeout=poll_s)
-            except queue.Empty:
-                process = caller.process
-                if process is None or not process.is_alive():
-                    code = None if process is None else process.exitcode
-                    raise CheckpointWriteError(
-                        f"the NVRx checkpoint writer process died (exit code {code}) before finishing its request"
-                    ) from None
+        if caller.cur_item is not None:
+            return True
+        try:
+            caller.cur_item = caller.comp_q.get_nowait()
+            return True
+        except queue.Empty:
+            pass
+        process = caller.process
+        if process is not None and process.is_alive():
+            return False
+        try:  # a completion put just before the process ended may still be on its way
+            caller.cur_item = caller.comp_q.get(timeout=FINALIZE_POLL_S)
+            return True
+        except queue.Empty:
+            code = None if process is None else process.exitcode
+            raise CheckpointWriteError(
+                f"the NVRx checkpoint writer process died (exit code {code}) before finishing its request"
+            ) from None
 
     def close(self, *, collective: bool = True) -> None:
         """Finish and stop the worker. ``collective=False`` (error path): abandon it without collectives.

@@ -38,6 +38,17 @@ def collective_timeout_s(inprocess: InprocessConfig) -> float:
     return inprocess.barrier_timeout_s if default_backend() == "nccl" else inprocess.gloo_timeout_s
 
 
+def checkpoint_timeout_s(inprocess: InprocessConfig) -> float:
+    """Deadline of every collective on the checkpoint process group (gloo, on CPU and on CUDA): ``gloo_timeout_s``.
+
+    NVRx cannot abort a gloo collective, so a rank blocked in one (a peer faulted during restore, verification,
+    ``dcp.load`` or a save agreement) must leave it before the in-process hard timeout kills the process; the
+    config validates ``gloo_timeout_s < hard_timeout_s``. Never the default group's timeout: on NCCL that is
+    ``barrier_timeout_s``, above the hard timeout by design (see :func:`collective_timeout_s`).
+    """
+    return inprocess.gloo_timeout_s
+
+
 def init_process_group(
     backend: str | None = None,
     timeout_s: float = 60.0,

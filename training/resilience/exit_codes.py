@@ -13,7 +13,10 @@ Codes (all distinct; ``cfg.ft.unrecoverable_exit_code`` must not collide with th
                                  timed out or its connection closed (never counted as this
                                  rank's fault; the pod's supervisor relaunches to rejoin)
  20   NO_USABLE_CHECKPOINT       checkpoints exist but none verifies (never restarts from 0)
- 21   CHECKPOINT_WRITE           checkpoint storage failed (ENOSPC, unwritable directory)
+ 22   CHECKPOINT_ROOT_MISSING    the checkpoint root is missing or empty, but the run's event log records
+                                 commits (an unmounted volume): never restarts from 0
+ 21   CHECKPOINT_WRITE           checkpoint storage failed (ENOSPC, unwritable directory, unreadable marker);
+                                 also once its retries are used up (``KEEP_CODE_ON_ESCALATION``)
  N    UNRECOVERABLE              ``cfg.ft.unrecoverable_exit_code`` (default 42): the same fault
                                  repeated more than ``cfg.faults.max_repeats`` times, or a
                                  supervisor's windowed relaunch budget spent
@@ -56,6 +59,7 @@ class ExitCode(IntEnum):
     PEER_LOST = 14
     NO_USABLE_CHECKPOINT = 20
     CHECKPOINT_WRITE = 21
+    CHECKPOINT_ROOT_MISSING = 22
 
 
 CAUSE_CODES: dict[str, ExitCode] = {
@@ -67,6 +71,7 @@ CAUSE_CODES: dict[str, ExitCode] = {
     "peer_lost": ExitCode.PEER_LOST,
     "no_usable_checkpoint": ExitCode.NO_USABLE_CHECKPOINT,
     "checkpoint_write": ExitCode.CHECKPOINT_WRITE,
+    "checkpoint_root_missing": ExitCode.CHECKPOINT_ROOT_MISSING,
     "config": ExitCode.CONFIG,
 }
 
@@ -74,12 +79,19 @@ CAUSE_CODES: dict[str, ExitCode] = {
 class UnrecoverableError(BaseException):
     """Recovery is pointless: the process must end with the unrecoverable code.
 
-    A ``BaseException`` so that NVRx's in-process Wrapper does not treat it as a restartable fault.
+    A ``BaseException`` so that NVRx's in-process Wrapper does not treat it as a restartable fault. ``cause``:
+    the cause whose exit code the process ends with (default: the unrecoverable code).
     """
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, cause: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        if cause is not None:
+            self.cause = cause
+
+
+#: Causes that keep their own exit code once their retries are used up (the storage is at fault, not training).
+KEEP_CODE_ON_ESCALATION = frozenset({"checkpoint_write"})
 
 
 def check_codes(unrecoverable: int) -> None:
@@ -93,7 +105,8 @@ def check_codes(unrecoverable: int) -> None:
 
 def fail_job_exit_codes(unrecoverable: int) -> list[int]:
     """Exit codes after which Kubernetes must not restart the pod (for ``podFailurePolicy``)."""
-    return sorted({unrecoverable, int(ExitCode.NO_USABLE_CHECKPOINT), int(ExitCode.CONFIG)})
+    codes = (ExitCode.NO_USABLE_CHECKPOINT, ExitCode.CHECKPOINT_ROOT_MISSING, ExitCode.CONFIG)
+    return sorted({unrecoverable, *(int(c) for c in codes)})
 
 
 def classify(exc: BaseException) -> str:
@@ -105,7 +118,9 @@ def classify(exc: BaseException) -> str:
     text = str(exc).lower()
     if name == "NoUsableCheckpointError":
         return "no_usable_checkpoint"
-    if name == "CheckpointWriteError":
+    if name == "CheckpointRootMissingError":
+        return "checkpoint_root_missing"
+    if any(c.__name__ == "CheckpointStorageError" for c in type(exc).__mro__):  # a write, commit or read failed
         return "checkpoint_write"
     if isinstance(exc, MemoryError) or "outofmemory" in name.lower() or "can't allocate memory" in text:
         return "oom"
@@ -136,16 +151,18 @@ def write_exit_status(
     *,
     overwrite: bool = True,
     keep_codes: frozenset[int] = frozenset(),
+    final: bool = False,
 ) -> None:
     """Record why a worker ended (read by :func:`translate_launcher_exit`); the latest record wins unless
     ``overwrite`` is False (a consequence of another rank's failure must not hide that rank's cause), and never over
-    a record whose code is in ``keep_codes`` (the "fail the Job" codes: a peer's later error must not mask them)."""
+    a record whose code is in ``keep_codes`` (the "fail the Job" codes: a peer's later error must not mask them).
+    ``final``: the worker asked the launcher not to restart (its code is the job's, whatever the launcher exits)."""
     path = Path(run_dir) / EXIT_STATUS_FILE
     if path.exists():
         previous = read_exit_status(run_dir)
         if not overwrite or (previous is not None and int(previous.get("code", 0)) in keep_codes):
             return
-    atomic_write_json(path, {"code": code, "cause": cause, "message": message, "rank": rank})
+    atomic_write_json(path, {"code": code, "cause": cause, "message": message, "rank": rank, "final": final})
 
 
 def read_exit_status(run_dir: Path) -> dict[str, Any] | None:
@@ -176,7 +193,7 @@ def translate_launcher_exit(
         return 0, "completed"
     status = read_exit_status(run_dir)
     fail_job = fail_job_exit_codes(unrecoverable)
-    if status is not None and (int(status["code"]) in fail_job or not restarts_exhausted):
+    if status is not None and (int(status["code"]) in fail_job or not restarts_exhausted or status.get("final")):
         return int(status["code"]), f"{status['cause']}: {status['message']} (rank {status['rank']})"
     last = f"; last failure: {status['cause']}: {status['message']}" if status else ""
     if restarts_exhausted:
@@ -215,18 +232,25 @@ class FailureLedger:
         atomic_write_json(self.path, counts)
         return counts[key]
 
-    def escalation(self) -> str | None:
-        """A reason string if some failure repeated more than ``max_repeats`` times, else None."""
+    def _escalated(self) -> tuple[str, str] | None:
+        """(key, reason) of the first failure that repeated more than ``max_repeats`` times, if any."""
         for key, n in sorted(self.counts().items()):
             if n > self.max_repeats:
-                return f"{key} on rank {self.rank} failed {n} times (> faults.max_repeats={self.max_repeats})"
+                return key, f"{key} on rank {self.rank} failed {n} times (> faults.max_repeats={self.max_repeats})"
         return None
 
+    def escalation(self) -> str | None:
+        """A reason string if some failure repeated more than ``max_repeats`` times, else None."""
+        found = self._escalated()
+        return found[1] if found else None
+
     def check(self) -> None:
-        """Raise :class:`UnrecoverableError` when a failure repeated too often."""
-        reason = self.escalation()
-        if reason:
-            raise UnrecoverableError(reason)
+        """Raise :class:`UnrecoverableError` when a failure repeated too often; a cause in
+        :data:`KEEP_CODE_ON_ESCALATION` keeps its exit code (e.g. 21: the storage kept failing)."""
+        found = self._escalated()
+        if found:
+            cause = found[0].split("@", 1)[0]
+            raise UnrecoverableError(found[1], cause=cause if cause in KEEP_CODE_ON_ESCALATION else None)
 
 
 def main(argv: list[str] | None = None) -> int:

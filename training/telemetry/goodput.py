@@ -445,6 +445,8 @@ def _checkpoints(events: list[dict[str, Any]], a: RunAnalysis) -> None:
             continue
         if name not in ("ckpt_begin", "ckpt_staged", "ckpt_committed", "ckpt_failed"):
             continue
+        if e.get("op") == "restore":  # a checkpoint that could not be read back: no save
+            continue
         step = e.get("step")
         if not isinstance(step, int):
             continue

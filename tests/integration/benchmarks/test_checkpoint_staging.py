@@ -30,3 +30,5 @@ def test_staging_benchmark_measures_each_variant_on_cpu(tmp_path: Path, capsys: 
         assert rows[name]["efficiency_vs_none"] > 0
     assert rows["async"]["mode"] == "async"
     assert f"| sync | {rows['sync']['steps_per_s']:.2f} |" in printed
+    for name in ("none", "sync", "async"):  # each variant's checkpoints were cleared before the next ran
+        assert (out / name / "events.jsonl").is_file() and not (out / name / "checkpoints").exists()

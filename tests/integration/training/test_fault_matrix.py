@@ -4,7 +4,9 @@ One run per kind injects that kind once in every phase (init, first step, mid-tr
 checkpoint write, during restore, during eval); the runs go two at a time. Every cell must be recovered by
 the intended layer with no committed progress lost, and the run must reach its target step. Storage cells
 must end with the distinct CHECKPOINT_WRITE exit code and a message naming the cause, or (slow storage)
-finish with back-pressure. Results go to ``$RELIABILITY_RESULTS`` (default ``runs/reliability/fault_matrix.json``)
+finish with back-pressure. Checkpoint cells (:data:`CHECKPOINT_CELLS`) check that committed work is never lost:
+no launch goes back to step 0 and no committed checkpoint is deleted when its marker, its root or its storage
+fails. Results go to ``$RELIABILITY_RESULTS`` (default ``runs/reliability/fault_matrix.json``)
 for ``scripts/reliability_report.py``.
 """
 
@@ -13,16 +15,30 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
+import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, local_run
+from platform_config.schema import FaultConfig
+from tests.helpers import nvrx_full_disk
+from tests.helpers.blocked_checkpoint_collective import blocked_restore
+from tests.helpers.training_runs import (
+    FAST_CONFIG,
+    REPO_ROOT,
+    local_run,
+    make_marker_unreadable,
+    mount_tmpfs,
+    unmount,
+)
 from tests.helpers.training_runs import test_env as child_env
+from training.checkpoint.files import COMMIT_MARKER, step_dir_name
 from training.resilience.exit_codes import ExitCode
 from training.resilience.faults import parse_schedule
 from training.telemetry.events import read_events
@@ -41,6 +57,8 @@ PHASES: dict[str, str] = {
     "restore": "{k}@0:1/restore",
     "eval": "{k}@20:1/eval",
 }
+#: Restores that fail before a storage error escalates to exit 21 (the ledger's limit, plus the one that exceeds it).
+MAX_REPEATS = FaultConfig().max_repeats
 RESULTS = Path(os.environ.get("RELIABILITY_RESULTS", REPO_ROOT / "runs" / "reliability" / "fault_matrix.json"))
 
 
@@ -101,31 +119,56 @@ def _evaluate_kind(kind: str, run: dict[str, Any]) -> list[dict[str, Any]]:
     return cells
 
 
+#: Storage cells: name -> (checkpoint mode of the run, the checkpoint file system (a 64 KiB tmpfs, full or
+#: read-only; None: the run dir's), injected write delay).
+STORAGE: dict[str, tuple[str, str | None, float]] = {
+    "full disk, sync save (dcp.save)": ("sync-ckpt", "full", 0.0),
+    "full disk, async save (torch dcp.async_save)": ("async-ckpt", "full", 0.0),
+    "read-only file system": ("async-ckpt", "read-only", 0.0),
+    "slow storage": ("async-ckpt", None, 1.0),
+}
+#: The NVRx path cannot train on CPU (its queue calls CUDA): its full-disk cell runs NVRx's writer on CPU tensors.
+NVRX_FULL_DISK = "full disk, NVRx async save (NVRx's writer on CPU tensors)"
+#: What a storage cell's message must say, by cell.
+STORAGE_CAUSE = {
+    "read-only file system": "likely cause: the file system is mounted read-only",
+    NVRX_FULL_DISK: "likely cause: the file system is full",
+}
+
+
 def _storage_run(name: str, root: Path) -> dict[str, Any]:
-    """ENOSPC (tiny tmpfs), unwritable (read-only tmpfs) or slow storage (injected write delay)."""
-    run_dir = root / name
+    """A full (tiny tmpfs) or read-only (read-only tmpfs) checkpoint file system, or slow storage (a write delay)."""
+    run_dir = root / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    mode, fs, delay = STORAGE[name]
     env = child_env()
     extra: dict[str, Any] = {}
-    mount = root / f"{name}-mnt"
-    mounted = False
-    if name in ("enospc", "unwritable"):
-        mount.mkdir(parents=True, exist_ok=True)
-        opts = "size=64k" if name == "enospc" else "size=64k,ro"
-        mounted = (
-            os.geteuid() == 0
-            and subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mount)]).returncode == 0
-        )
-        if not mounted:
+    mount = run_dir.with_name(run_dir.name + "-mnt")
+    if fs is not None:
+        if not mount_tmpfs(mount, "64k", read_only=fs == "read-only"):
             return {"name": name, "skipped": "needs root to mount a tmpfs"}
-        extra["checkpoint"] = {"dir": str(mount / "ckpt") if name == "enospc" else str(mount)}
-    else:
-        env["TRAINING_CKPT_WRITE_DELAY_S"] = "1.0"
+        extra["checkpoint"] = {"dir": str(mount) if fs == "read-only" else str(mount / "ckpt")}
+    if delay:
+        env["TRAINING_CKPT_WRITE_DELAY_S"] = str(delay)
     try:
-        proc = local_run(run_dir, config=_config(**extra), steps=12, mode="async-ckpt", env=env, timeout_s=180)
+        proc = local_run(run_dir, config=_config(**extra), steps=12, mode=mode, env=env, timeout_s=180)
     finally:
-        if mounted:
-            subprocess.run(["umount", str(mount)], check=False)
+        if fs is not None:
+            unmount(mount)
     return {"name": name, "proc": proc, "run_dir": run_dir}
+
+
+def _nvrx_full_disk(root: Path) -> dict[str, Any]:
+    mount = root / "nvrx-full-disk-mnt"
+    cell: dict[str, Any] = {"kind": "storage", "phase": NVRX_FULL_DISK}
+    if not mount_tmpfs(mount, "512k"):
+        return {**cell, "ok": None, "outcome": "skipped: needs root to mount a tmpfs"}
+    try:
+        out = nvrx_full_disk.run(root / "nvrx-full-disk", mount / "ckpt", "as-is")
+    finally:
+        unmount(mount)
+    line = next((ln for ln in out.splitlines() if ln.startswith("maybe_finalize raised:")), out.strip()[-300:])
+    ok = line.startswith("maybe_finalize raised: checkpoint at step 1 failed") and STORAGE_CAUSE[NVRX_FULL_DISK] in line
+    return {**cell, "ok": ok, "outcome": line[:400]}
 
 
 def _evaluate_storage(run: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +178,7 @@ def _evaluate_storage(run: dict[str, Any]) -> dict[str, Any]:
         return {**cell, "ok": None, "outcome": f"skipped: {run['skipped']}"}
     proc, run_dir = run["proc"], run["run_dir"]
     out = proc.stdout + proc.stderr
-    if name == "slow":
+    if name == "slow storage":
         events = read_events(run_dir)
         inflight, max_inflight = 0, 0
         for e in events:
@@ -153,10 +196,116 @@ def _evaluate_storage(run: dict[str, Any]) -> dict[str, Any]:
             "outcome": f"completed (exit {proc.returncode}); at most {max_inflight} save in flight; "
             f"{committed} committed; max loop stall {max(stalls, default=0):.2f} s (back-pressure)",
         }
-    named = "checkpoint" in out.lower() and ("no space" in out.lower() or "read-only" in out.lower() or "errno" in out)
-    ok = proc.returncode == int(ExitCode.CHECKPOINT_WRITE) and named
-    line = next((ln for ln in out.splitlines() if "FAILED" in ln), out.strip().splitlines()[-1] if out.strip() else "")
-    return {**cell, "ok": ok, "exit_code": proc.returncode, "outcome": f"exit {proc.returncode}: {line[:300]}"}
+    cause = STORAGE_CAUSE.get(name, "likely cause: the file system is full")
+    ok = proc.returncode == int(ExitCode.CHECKPOINT_WRITE) and cause in out
+    line = _failure_line(proc, "FAILED")
+    return {**cell, "ok": ok, "exit_code": proc.returncode, "outcome": f"exit {proc.returncode}: {line[:400]}"}
+
+
+def _steps_after_last_launch(run_dir: Path) -> list[int]:
+    """Steps trained by the run's last launch (after its ``launch`` event)."""
+    events = read_events(run_dir)
+    last = max(e["ts"] for e in events if e["event"] == "launch")
+    return [e["step"] for e in events if e["event"] == "step" and e["ts"] > last]
+
+
+def _failure_line(proc: subprocess.CompletedProcess[str], needle: str) -> str:
+    """The first output line containing ``needle`` (else the last line), shortened for the table."""
+    lines = (proc.stdout + proc.stderr).splitlines()
+    return next((ln.strip() for ln in lines if needle in ln), lines[-1] if lines else "")[:400]
+
+
+def _restore_failures(run_dir: Path) -> int:
+    """Failed restores (rank 0's ``ckpt_failed`` events with ``op=restore``)."""
+    events = read_events(run_dir)
+    return sum(e["event"] == "ckpt_failed" and e.get("op") == "restore" and e["rank"] == 0 for e in events)
+
+
+def _cell_unreadable_marker(root: Path) -> dict[str, Any]:
+    """The run committed step 10; on the next launch step_10/COMMITTED cannot be read (EISDIR, as an I/O error)."""
+    run_dir = root / "unreadable-marker"
+    first = local_run(run_dir, config=_config(), steps=10)
+    ckpt = run_dir / "checkpoints" / step_dir_name(10)
+    make_marker_unreadable(ckpt)
+    files = sorted(p.name for p in ckpt.iterdir())
+    second = local_run(run_dir, config=_config(), steps=20, fresh=False)
+    trained, failures = _steps_after_last_launch(run_dir), _restore_failures(run_dir)
+    kept = sorted(p.name for p in ckpt.iterdir()) == files
+    line = _failure_line(second, "cannot read the commit marker")
+    ok = (
+        first.returncode == 0
+        and second.returncode == int(ExitCode.CHECKPOINT_WRITE)
+        and f"cannot read the commit marker {ckpt / COMMIT_MARKER}: EISDIR" in line
+        and failures == MAX_REPEATS + 1
+        and kept
+        and not trained
+    )
+    outcome = (
+        f"relaunch exit {second.returncode} after {failures} failed restores (in-process retries), trained "
+        f"{len(trained)} steps, step_10/ {'kept whole' if kept else 'CHANGED'}: {line}"
+    )
+    return {"ok": ok, "outcome": outcome}
+
+
+def _cell_missing_root(root: Path) -> dict[str, Any]:
+    """The run committed; on the next launch its checkpoint directory is gone (a volume that did not mount)."""
+    run_dir = root / "missing-root"
+    first = local_run(run_dir, config=_config(), steps=10)
+    shutil.rmtree(run_dir / "checkpoints")
+    second = local_run(run_dir, config=_config(), steps=20, fresh=False)
+    trained = _steps_after_last_launch(run_dir)
+    line = _failure_line(second, "the checkpoint root")
+    ok = (
+        first.returncode == 0
+        and second.returncode == int(ExitCode.CHECKPOINT_ROOT_MISSING)
+        and "does not exist, but this run's event log" in line
+        and not trained
+    )
+    outcome = f"relaunch exit {second.returncode}, trained {len(trained)} steps: {line}"
+    return {"ok": ok, "outcome": outcome}
+
+
+def _cell_dcp_storage_exception(root: Path) -> dict[str, Any]:
+    """Every read inside dcp.load fails with EIO (DCP raises its CheckpointException, a BaseException) after a
+    fault at step 7 made the ranks restore step 5."""
+    run_dir = root / "dcp-storage-exception"
+    env = child_env(TRAINING_CKPT_READ_ERROR="EIO")
+    proc = local_run(run_dir, config=_config(), steps=12, faults="exception@7:1", env=env)
+    failures = _restore_failures(run_dir)
+    line = _failure_line(proc, "EIO: Input/output error")
+    ok = (
+        proc.returncode == int(ExitCode.CHECKPOINT_WRITE)
+        and failures == MAX_REPEATS + 1
+        and "EIO: Input/output error" in line
+        and (run_dir / "checkpoints" / step_dir_name(5)).is_dir()
+    )
+    return {"ok": ok, "outcome": f"exit {proc.returncode} after {failures} failed restores: {line}"}
+
+
+def _cell_blocked_collective(root: Path) -> dict[str, Any]:
+    """Rank 1 never joins the restore's checkpoint collective; the default group has the timeout it gets on CUDA."""
+    out = blocked_restore(root / "blocked-collective")
+    deadline_ms = f"Timed out waiting {out['checkpoint_deadline_s'] * 1000:.0f}ms"
+    ok = deadline_ms in out["error"] and out["checkpoint_deadline_s"] < out["hard_timeout_s"]
+    outcome = (
+        f"rank 0 left after {out['left_after_s']} s ({deadline_ms}): checkpoint deadline gloo_timeout_s "
+        f"{out['checkpoint_deadline_s']:g} s < hard timeout {out['hard_timeout_s']:g} s; default group "
+        f"{out['default_group_timeout_s']:g} s (barrier_timeout_s, as on NCCL)"
+    )
+    return {"ok": ok, "outcome": outcome}
+
+
+#: name -> runner; each returns ``ok`` and ``outcome`` for the "Checkpoint faults" table.
+CHECKPOINT_CELLS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "unreadable commit marker": _cell_unreadable_marker,
+    "checkpoint root missing": _cell_missing_root,
+    "storage exception from DCP (load)": _cell_dcp_storage_exception,
+    "blocked checkpoint collective": _cell_blocked_collective,
+}
+
+
+def _checkpoint_cell(name: str, root: Path) -> dict[str, Any]:
+    return {"kind": "checkpoint", "phase": name, **CHECKPOINT_CELLS[name](root)}
 
 
 @pytest.fixture(scope="module")
@@ -165,10 +314,16 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     t0 = time.monotonic()
     # Three runs at a time: most of a run's wall time is spent waiting out fault-detection timeouts, not computing.
     with ThreadPoolExecutor(max_workers=3) as pool:
-        kind_runs = dict(zip(KINDS, pool.map(lambda k: _kind_run(k, root), KINDS), strict=True))
-        storage_runs = list(pool.map(lambda n: _storage_run(n, root), ("enospc", "unwritable", "slow")))
-    cells = [c for k in KINDS for c in _evaluate_kind(k, kind_runs[k])]
-    cells += [_evaluate_storage(r) for r in storage_runs]
+        kinds = [pool.submit(_kind_run, k, root) for k in KINDS]
+        checkpoint = [pool.submit(_checkpoint_cell, n, root) for n in CHECKPOINT_CELLS]
+        storage = [pool.submit(_storage_run, n, root) for n in STORAGE]
+        nvrx = pool.submit(_nvrx_full_disk, root)
+        kind_runs = dict(zip(KINDS, (f.result() for f in kinds), strict=True))
+        cells = [c for k in KINDS for c in _evaluate_kind(k, kind_runs[k])]
+        cells += [_evaluate_storage(f.result()) for f in storage] + [nvrx.result()]
+        cells += [f.result() for f in checkpoint]
+    for c in cells:  # paths relative to the matrix's temporary directory
+        c["outcome"] = c["outcome"].replace(f"{root}/", "")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(
@@ -196,9 +351,15 @@ def test_fault_cell_recovered_by_intended_layer(matrix: list[dict[str, Any]], ki
     assert cell["ok"], cell
 
 
-@pytest.mark.parametrize("name", ["enospc", "unwritable", "slow"])
+@pytest.mark.parametrize("name", [*STORAGE, NVRX_FULL_DISK])
 def test_storage_cell(matrix: list[dict[str, Any]], name: str) -> None:
     cell = next(c for c in matrix if c["kind"] == "storage" and c["phase"] == name)
     if cell["ok"] is None:
         pytest.skip(cell["outcome"])
+    assert cell["ok"], cell
+
+
+@pytest.mark.parametrize("name", list(CHECKPOINT_CELLS))
+def test_checkpoint_cell(matrix: list[dict[str, Any]], name: str) -> None:
+    cell = next(c for c in matrix if c["kind"] == "checkpoint" and c["phase"] == name)
     assert cell["ok"], cell

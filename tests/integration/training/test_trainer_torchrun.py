@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-from tests.helpers.training_runs import FAST_CONFIG, read_result, run_trainer
-from training.checkpoint.files import hash_shares, list_committed, read_marker, step_dir_name
+from tests.helpers.training_runs import FAST_CONFIG, make_marker_unreadable, read_result, run_trainer
+from training.checkpoint.files import COMMIT_MARKER, hash_shares, list_committed, read_marker, step_dir_name
 from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
@@ -50,11 +50,11 @@ def test_two_ranks_learn_and_log_step_events(tmp_path: Path) -> None:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_resume_is_bitwise_identical_to_an_uninterrupted_run(tmp_path: Path, mode: str) -> None:
     _, straight = run_trainer(tmp_path / "straight", steps=12, mode=mode, config=_cfg())
-    _, resumed = run_trainer(tmp_path / "resumed", steps=8, mode=mode, config=_cfg())  # last commit: step 5
+    _, resumed = run_trainer(tmp_path / "resumed", steps=7, mode=mode, config=_cfg())  # commits 5, then 7 (final)
     run_trainer(resumed, steps=12, mode=mode, config=_cfg())
     a, b = read_result(straight), read_result(resumed)
-    assert b["restored_from"] == 5
-    assert b["losses"] == {k: v for k, v in a["losses"].items() if int(k) > 5}
+    assert b["restored_from"] == 7
+    assert b["losses"] == {k: v for k, v in a["losses"].items() if int(k) > 7}
     assert b["digest"] == a["digest"]
 
 
@@ -102,7 +102,7 @@ def test_sync_and_async_checkpoints_of_the_same_state_load_identically(tmp_path:
 
 def test_corrupt_newest_checkpoint_falls_back_and_still_matches(tmp_path: Path) -> None:
     _, straight = run_trainer(tmp_path / "straight", steps=12, mode="sync", config=_cfg())
-    _, run = run_trainer(tmp_path / "run", steps=11, mode="sync", config=_cfg())  # commits 5 and 10
+    _, run = run_trainer(tmp_path / "run", steps=10, mode="sync", config=_cfg())  # commits 5 and 10
     newest = run / "checkpoints" / step_dir_name(10)
     # a data file that rank 1 hashes when the two ranks verify together: its verdict must reach rank 0
     (name,) = [n for n in hash_shares(read_marker(newest)["files"], 2)[1] if n.endswith(".distcp")]
@@ -124,6 +124,20 @@ def test_all_checkpoints_unusable_exits_non_zero_with_named_error(tmp_path: Path
     proc, _ = run_trainer(run, steps=8, mode="sync", config=_cfg(), check=False)
     assert proc.returncode != 0
     assert "NoUsableCheckpointError" in proc.stdout + proc.stderr
+
+
+def test_an_unreadable_marker_never_restarts_from_step_0_nor_deletes_the_checkpoint(tmp_path: Path) -> None:
+    """The run committed step 5; on the next launch ``COMMITTED`` cannot be read: the launch fails naming the file,
+    trains nothing, and step_5/ is still there, whole."""
+    _, run = run_trainer(tmp_path / "run", steps=5, mode="sync", config=_cfg())
+    ckpt = run / "checkpoints" / step_dir_name(5)
+    make_marker_unreadable(ckpt)
+    files = sorted(p.name for p in ckpt.iterdir())
+    proc, _ = run_trainer(run, steps=8, mode="sync", config=_cfg(), check=False)
+    assert proc.returncode != 0
+    assert f"cannot read the commit marker {ckpt / COMMIT_MARKER}: EISDIR" in proc.stdout + proc.stderr
+    assert sorted(p.name for p in ckpt.iterdir()) == files
+    assert [e["step"] for e in read_events(run) if e["event"] == "step"] == [1, 2, 3, 4, 5]  # the first launch's
 
 
 def test_golden_loss_curve_tiny(tmp_path: Path) -> None:

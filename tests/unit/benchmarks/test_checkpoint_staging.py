@@ -1,10 +1,14 @@
-"""Splitting a run's step times into "a background write is in flight" and "idle"."""
+"""Splitting a run's step times into "a background write is in flight" and "idle"; the disk-space check."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
-from benchmarks.checkpoint_staging import step_time_split
+from benchmarks.checkpoint_staging import free_space_error, main, space_needed, step_time_split
+from tests.helpers.training_runs import small_tmpfs
 
 
 def _steps(rank: int, times: list[float], first: int = 1) -> list[dict[str, object]]:
@@ -31,3 +35,24 @@ def test_no_saves_means_every_step_is_idle_and_restarts_break_gaps() -> None:
     split = step_time_split(events, warmup=0)
     assert split["step_s_writing"] is None and split["steps_writing"] == 0
     assert split["steps_idle"] == 3 and split["step_s_idle"] == pytest.approx(1.0)
+
+
+def test_one_variant_of_the_1b_model_needs_four_checkpoints_of_11_7_gb() -> None:
+    # 974,227,456 parameters x 12 bytes = 11.69 GB per checkpoint (measured: 11.7 GB on 1 x H200), keep_last 3 + 1
+    assert space_needed("1b", keep_last=3) == 46_762_917_888
+
+
+def test_free_space_is_checked_on_the_output_file_system(tmp_path: Path) -> None:
+    free = shutil.disk_usage(tmp_path).free
+    assert free_space_error(tmp_path, 1) is None
+    message = free_space_error(tmp_path, free + 10**9)
+    assert message is not None and message.startswith(f"{tmp_path} has ")
+    assert "one variant's checkpoints need about" in message and "pass --out on a larger file system" in message
+
+
+def test_the_benchmark_refuses_to_start_without_room(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with small_tmpfs(tmp_path / "small", "64k") as out:
+        assert main(["--variants", "sync", "--out", str(out)]) == 1
+        assert not list(out.iterdir())  # nothing launched
+    err = capsys.readouterr().err
+    assert f"{out} has 64 KiB free, one variant's checkpoints need about 5.8 MiB" in err

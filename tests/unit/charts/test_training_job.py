@@ -34,8 +34,9 @@ def test_pod_failure_policy_fails_job_on_unretryable_codes_and_ignores_disruptio
         "onExitCodes": {
             "containerName": TRAINER_CONTAINER,
             "operator": "In",
-            # unrecoverable (retries exhausted / repeated fault), config error, no usable checkpoint
-            "values": sorted({cfg.ft.unrecoverable_exit_code, 2, 20}),
+            # unrecoverable (retries exhausted / repeated fault), config error, no usable checkpoint,
+            # checkpoint root missing although the run committed
+            "values": sorted({cfg.ft.unrecoverable_exit_code, 2, 20, 22}),
         },
     }
     assert rules[1] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}

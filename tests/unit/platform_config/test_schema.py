@@ -76,6 +76,7 @@ def test_defaults_are_valid_and_documented_values() -> None:
         ({"environment_kind": "staging"}, "environment_kind", "'demo' or 'deploy'"),
         ({"gpu_nodes": {"capacity": {"type": "capacity-block"}}}, "gpu_nodes.capacity", "reservation_id"),
         ({"inprocess": {"soft_timeout_s": 40, "hard_timeout_s": 30}}, "inprocess", "soft_timeout_s < hard_timeout_s"),
+        ({"inprocess": {"gloo_timeout_s": 30}}, "inprocess", "gloo_timeout_s (30.0) must be below hard_timeout_s"),
         ({"job": {"inprocess_store_port": 29500}}, "job", "must differ from rendezvous_port"),
         ({"job": {"mode": "magic"}}, "job.mode", "sync-ckpt"),
         ({"faults": {"schedule": "explode@3"}}, "faults.schedule", "kind@step[:rank]"),

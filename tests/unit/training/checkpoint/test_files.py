@@ -1,10 +1,16 @@
-"""The on-disk format's pure functions: error descriptions and the split of hashing work between ranks."""
+"""The on-disk format's pure functions: error descriptions, the split of hashing work, reading commit markers."""
 
 from __future__ import annotations
 
 import errno
+import json
+from pathlib import Path
 
-from training.checkpoint.files import describe_error, hash_shares
+import pytest
+
+from tests.helpers.training_runs import make_marker_unreadable, restore_marker
+from training.checkpoint.errors import MarkerReadError
+from training.checkpoint.files import COMMIT_MARKER, describe_error, hash_shares, read_marker
 
 
 def test_describe_names_the_os_error_inside_dcp_wrappers() -> None:
@@ -34,3 +40,43 @@ def test_hash_shares_split_the_bytes_evenly_and_cover_each_file_once() -> None:
 
 def test_error_codes_are_named() -> None:
     assert describe_error(OSError(errno.ENOSPC, "No space left on device")).startswith("ENOSPC")
+
+
+def _committed_dir(tmp_path: Path) -> Path:
+    ckpt = tmp_path / "step_00000002"
+    ckpt.mkdir()
+    (ckpt / COMMIT_MARKER).write_text(json.dumps({"step": 2, "files": {".metadata": {"sha256": "0", "bytes": 1}}}))
+    return ckpt
+
+
+def test_an_unreadable_marker_is_retried_with_backoff_then_an_error_naming_the_file(tmp_path: Path) -> None:
+    ckpt = _committed_dir(tmp_path)
+    make_marker_unreadable(ckpt)
+    pauses: list[float] = []
+    with pytest.raises(MarkerReadError) as info:
+        read_marker(ckpt, sleep=pauses.append)
+    assert pauses == [0.1, 0.2, 0.4]
+    message = str(info.value)
+    assert f"cannot read the commit marker {ckpt / COMMIT_MARKER}: EISDIR" in message
+    assert "4 attempts over 0.7 s" in message and "the checkpoint is kept" in message
+
+
+def test_a_marker_readable_again_after_a_transient_error_is_read(tmp_path: Path) -> None:
+    ckpt = _committed_dir(tmp_path)
+    data = make_marker_unreadable(ckpt)
+    pauses: list[float] = []
+
+    def recover(pause: float) -> None:  # the file system recovers during the first pause
+        pauses.append(pause)
+        restore_marker(ckpt, data)
+
+    assert read_marker(ckpt, sleep=recover) == json.loads(data)
+    assert pauses == [0.1]
+
+
+def test_a_missing_or_damaged_marker_is_no_marker(tmp_path: Path) -> None:
+    ckpt = _committed_dir(tmp_path)
+    (ckpt / COMMIT_MARKER).write_bytes(b"\xff{not json")
+    assert read_marker(ckpt) is None
+    (ckpt / COMMIT_MARKER).unlink()
+    assert read_marker(ckpt) is None

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import pickle
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -14,8 +15,20 @@ import pytest
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 
-from tests.helpers.training_runs import single_process_group, tiny_app_state, tiny_train_step
-from training.checkpoint.errors import CheckpointWriteError, NoUsableCheckpointError
+from tests.helpers.training_runs import (
+    make_marker_unreadable,
+    restore_marker,
+    single_process_group,
+    small_tmpfs,
+    tiny_app_state,
+    tiny_train_step,
+)
+from training.checkpoint.errors import (
+    CheckpointReadError,
+    CheckpointRootMissingError,
+    CheckpointWriteError,
+    NoUsableCheckpointError,
+)
 from training.checkpoint.files import (
     COMMIT_MARKER,
     QUARANTINE_DIR,
@@ -25,6 +38,7 @@ from training.checkpoint.files import (
     file_checksums,
     hash_shares,
     list_committed,
+    list_step_dirs,
     publish_rank_checksums,
     read_marker,
     step_dir_name,
@@ -35,6 +49,9 @@ from training.checkpoint.manager import CheckpointManager, _InFlight
 from training.checkpoint.state import state_digest
 from training.telemetry.events import EventLog, read_events
 
+#: Deadline of the checkpoint group's collectives in these one-rank tests (never reached).
+TIMEOUT_S = 10.0
+
 
 @pytest.fixture(autouse=True)
 def _group():
@@ -43,6 +60,7 @@ def _group():
 
 
 def _manager(root: Path, mode: str = "sync", keep_last: int = 5, **kw) -> CheckpointManager:
+    kw.setdefault("collective_timeout_s", TIMEOUT_S)
     return CheckpointManager(root, mode, keep_last, EventLog(root.parent, rank=0), 0, 1, **kw)
 
 
@@ -141,16 +159,74 @@ def test_damaged_checkpoint_is_quarantined_and_previous_used(tmp_path: Path, dam
     else:
         (bad / COMMIT_MARKER).write_text("{not json")
     fresh = tiny_app_state(0)
-    step = _manager(root).load_latest(fresh)
-    if damage == "marker":  # an unreadable marker means "never committed": ignored, then cleaned up
-        assert step == 1 and not bad.exists()
-    else:
-        assert step == 1
-        quarantined = list((root / QUARANTINE_DIR).iterdir())
-        assert [p.name.split("-")[0] for p in quarantined] == [step_dir_name(2)]
-        (event,) = _events(root, "ckpt_quarantined")
-        assert event["step"] == 2 and event["reason"]
+    assert _manager(root).load_latest(fresh) == 1
+    quarantined = list((root / QUARANTINE_DIR).iterdir())  # kept for inspection, never deleted
+    assert [p.name.split("-")[0] for p in quarantined] == [step_dir_name(2)]
+    (event,) = _events(root, "ckpt_quarantined")
+    assert event["step"] == 2 and event["reason"]
+    if damage == "marker":
+        assert event["reason"].startswith("commit marker is not a marker")
     assert _digest(fresh) == digests[1]
+
+
+def test_an_unreadable_marker_stops_the_restore_and_keeps_the_checkpoint(tmp_path: Path) -> None:
+    """An I/O error reading the newest marker must not make the restore fall back to an older checkpoint (or to
+    step 0 when it is the only one), nor delete or quarantine it."""
+    root = tmp_path / "ckpt"
+    mgr = _manager(root)
+    digests = _train_and_save(mgr, tiny_app_state(0), [1, 2])
+    mgr.close()
+    newest = root / step_dir_name(2)
+    data = make_marker_unreadable(newest)
+    files = sorted(p.name for p in newest.iterdir())
+    with pytest.raises(CheckpointReadError) as info:
+        _manager(root).load_latest(tiny_app_state(0))
+    assert f"cannot read the commit marker {newest / COMMIT_MARKER}: EISDIR" in str(info.value)
+    assert sorted(p.name for p in newest.iterdir()) == files
+    assert not (root / QUARANTINE_DIR).exists()
+    (failed,) = _events(root, "ckpt_failed")
+    assert (failed["step"], failed["op"]) == (2, "restore") and "EISDIR" in failed["error"]
+    assert not [e for e in _events(root, "restore")]  # neither step 1 nor a fresh start
+    restore_marker(newest, data)  # the storage recovers: the same checkpoint loads
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 2
+    assert _digest(fresh) == digests[2]
+
+
+def test_a_storage_error_in_dcp_load_is_a_checkpoint_read_error_not_dcps_base_exception(tmp_path: Path) -> None:
+    """A read that fails inside ``dcp.load`` comes out of DCP as CheckpointException, a BaseException that no restart
+    layer or failure ledger sees: it must come out as CheckpointReadError naming the cause, with ckpt_failed."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    assert not issubclass(CheckpointException, Exception)
+    root = tmp_path / "ckpt"
+    ckpt = _one_committed(root, 2)
+    shard = ckpt / "__0_0.distcp"
+
+    def unreadable(step: int) -> None:  # verified, then the storage fails before the load reads the shard
+        shard.rename(ckpt / "saved.distcp")
+        shard.mkdir()
+
+    with pytest.raises(CheckpointReadError) as info:
+        _manager(root).load_latest(tiny_app_state(0), before_load=unreadable)
+    assert str(info.value).startswith(f"restore of step 2 failed: {ckpt}: EISDIR: Is a directory")
+    assert isinstance(info.value.__cause__, CheckpointException)
+    (failed,) = _events(root, "ckpt_failed")
+    assert (failed["step"], failed["op"]) == (2, "restore") and "EISDIR" in failed["error"]
+    assert (ckpt / "saved.distcp").is_file() and not (root / QUARANTINE_DIR).exists()
+
+
+def test_retention_never_deletes_a_checkpoint_whose_marker_cannot_be_read(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    mgr = _manager(root, keep_last=1)
+    state = tiny_app_state(0)
+    _train_and_save(mgr, state, [1])
+    older = root / step_dir_name(1)
+    make_marker_unreadable(older)
+    _train_and_save(mgr, state, [2])  # retention after this commit would keep only step 2
+    mgr.close()
+    assert older.is_dir() and (older / "__0_0.distcp").is_file()
+    assert [s for s, _ in list_step_dirs(root)] == [1, 2]
 
 
 def _shift_one_item(ckpt: Path) -> None:
@@ -226,6 +302,24 @@ def test_abandon_async_saves_with_nothing_open() -> None:
     assert abandon_async_saves() == 0
 
 
+@pytest.mark.parametrize("gone", ["root", "contents"])
+def test_a_run_that_committed_never_starts_from_step_0_when_its_checkpoints_are_gone(tmp_path: Path, gone: str) -> None:
+    """The event log of this run records commits, the root is missing (an unmounted volume) or empty: an error that
+    says what to check, not a fresh start; --fresh (allow_fresh_start) still may start over."""
+    root = tmp_path / "ckpt"
+    ckpt = _one_committed(root, 3)
+    shutil.rmtree(root if gone == "root" else ckpt)
+    with pytest.raises(CheckpointRootMissingError) as info:
+        _manager(root).load_latest(tiny_app_state(0))
+    message = str(info.value)
+    state = "does not exist" if gone == "root" else "holds no checkpoint"
+    assert message.startswith(f"the checkpoint root {root} {state}, but this run's event log")
+    assert f"the newest of step 3 at {ckpt}" in message and "PersistentVolumeClaim" in message
+    assert not issubclass(CheckpointRootMissingError, Exception)  # no restart layer retries it
+    assert not [e for e in _events(root, "restore")]
+    assert _manager(root).load_latest(tiny_app_state(0), allow_fresh_start=True) is None
+
+
 def test_first_run_and_partial_only_start_fresh(tmp_path: Path) -> None:
     root = tmp_path / "ckpt"
     assert _manager(root).load_latest(tiny_app_state(0)) is None  # no directory at all
@@ -273,6 +367,23 @@ def test_disk_full_raises_checkpoint_write_error(tmp_path: Path, mode: str) -> N
     mgr.close()
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_full_disk_names_its_cause_from_the_file_system(tmp_path: Path, mode: str) -> None:
+    """torch's writers (dcp.save and dcp.async_save) fail on a full disk without an errno ("unexpected pos ..."):
+    the error must still say the file system is full, with its state."""
+    with small_tmpfs(tmp_path / "mnt", "512k") as mnt:
+        mgr = _manager(mnt / "ckpt", mode)
+        with pytest.raises(CheckpointWriteError) as info:
+            mgr.save(1, tiny_app_state(0))
+            mgr.wait()
+        mgr.close(collective=False)
+        (failed,) = _events(mnt / "ckpt", "ckpt_failed")  # the event log is on the full file system too
+    message = str(info.value)
+    assert "likely cause: the file system is full (this rank's save needed 1.5 MiB)" in message
+    assert f"file system: 0 B free of 512 KiB at {mnt}" in message
+    assert "likely cause: the file system is full" in failed["error"]
+
+
 def test_unwritable_directory_raises_checkpoint_write_error(tmp_path: Path) -> None:
     root = Path("/sys/fs/ckpt-unwritable-test") if os.geteuid() == 0 else Path("/proc/ckpt-unwritable-test")
     try:
@@ -281,7 +392,7 @@ def test_unwritable_directory_raises_checkpoint_write_error(tmp_path: Path) -> N
         pytest.skip(f"{root.parent} is writable here")
     except OSError:
         pass
-    mgr = CheckpointManager(root, "sync", 2, EventLog(tmp_path, rank=0), 0, 1)
+    mgr = CheckpointManager(root, "sync", 2, EventLog(tmp_path, rank=0), 0, 1, collective_timeout_s=TIMEOUT_S)
     with pytest.raises(CheckpointWriteError) as info:
         mgr.save(1, tiny_app_state(0))
     assert any(code in str(info.value) for code in ("EPERM", "EACCES", "EROFS", "ENOENT"))
@@ -344,7 +455,7 @@ def _finished_write(root: Path, step: int) -> _InFlight:
 def test_the_commit_does_not_block_the_thread_that_finalizes_the_write(tmp_path: Path) -> None:
     """NVRx finalizes a finished write on the training thread: rank 0's commit must run elsewhere."""
     root = tmp_path / "ckpt"
-    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1)
+    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1, collective_timeout_s=TIMEOUT_S)
     mgr.gate = threading.Event()
     flight = _finished_write(root, 3)
     mgr._write_done(flight)  # returns while the commit waits
@@ -359,7 +470,7 @@ def test_a_restore_waits_for_a_commit_still_running(tmp_path: Path) -> None:
     """After an in-process restart the commit of a finished write may still run: restore must count it, and
     must not remove its directory as a partial one."""
     root = tmp_path / "ckpt"
-    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1)
+    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1, collective_timeout_s=TIMEOUT_S)
     mgr.gate = threading.Event()
     flight = _finished_write(root, 4)
     mgr._write_done(flight)
@@ -384,7 +495,9 @@ def test_each_rank_hashes_only_its_share_and_together_they_find_a_bit_flip(tmp_p
 
 def _rank0_of_two(tmp_path: Path) -> CheckpointManager:
     """Rank 0 of a two-rank job (only its commit is driven here; rank 1 is played by the test)."""
-    return CheckpointManager(tmp_path / "ckpt", "async", 5, EventLog(tmp_path, rank=0), 0, 2)
+    return CheckpointManager(
+        tmp_path / "ckpt", "async", 5, EventLog(tmp_path, rank=0), 0, 2, collective_timeout_s=TIMEOUT_S
+    )
 
 
 def test_rank0_commits_with_the_checksums_the_other_rank_published(tmp_path: Path) -> None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import queue
+from pathlib import Path
 
 import pytest
+
+from tests.helpers import nvrx_full_disk
+from tests.helpers.training_runs import small_tmpfs
 
 
 def test_abandoning_nvrx_async_replaces_the_write_results_queue(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,22 +57,9 @@ print("collected; worker alive:", worker.is_alive(), flush=True)
 
 def _run_nvrx_script(script: str, timeout_s: float) -> str:
     """Run ``script`` (a one-rank gloo group on a free port) in a fresh interpreter; return its stdout."""
-    import subprocess
-    import sys
+    from tests.helpers.training_runs import free_port, python_stdout
 
-    from tests.helpers.training_runs import REPO_ROOT, free_port
-    from tests.helpers.training_runs import test_env as child_env
-
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(free_port())],
-        cwd=REPO_ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    return python_stdout(["-c", script, str(free_port())], timeout_s)
 
 
 def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
@@ -172,3 +163,19 @@ def test_a_dead_nvrx_writer_fails_the_wait_instead_of_hanging_it() -> None:
     assert "warm 0" in out
     assert "finalize raised: the NVRx checkpoint writer process died (exit code -9)" in out
     assert "close raised; writer reaped True" in out
+
+
+def test_a_failed_nvrx_write_reaches_the_ledger_from_the_per_step_poll(tmp_path: Path) -> None:
+    """NVRx raises a failed write out of its finalize, which the trainer calls every step (maybe_finalize): it must
+    come out as CheckpointWriteError naming the cause, with ckpt_failed, like the other save paths."""
+    out = nvrx_full_disk.run(tmp_path, tmp_path / "ckpt", "dev-full")
+    assert "maybe_finalize raised: checkpoint at step 1 failed: ENOSPC: No space left on device" in out
+    assert "ckpt_failed: ['ENOSPC: No space left on device" in out
+
+
+def test_a_full_disk_on_the_nvrx_path_names_its_cause_from_the_file_system(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "mnt", "512k") as mnt:
+        out = nvrx_full_disk.run(tmp_path, mnt / "ckpt", "as-is")
+    assert "maybe_finalize raised: checkpoint at step 1 failed: RuntimeError: Worker failure: " in out
+    cause = "likely cause: the file system is full (this rank's save needed 1.5 MiB)"
+    assert f"{cause}; file system: 0 B free of 512 KiB at {mnt}" in out

@@ -32,7 +32,7 @@ def test_the_charts_job_is_read_field_by_field(synthesized):
     assert (job.backoff_limit_per_index, job.max_failed_indexes, job.backoff_limit) == (3, 0, 6)
     assert job.pod_replacement_policy == "Failed"
     assert [r.action for r in job.rules] == ["FailJob", "Ignore"]
-    assert job.rules[0].values == (2, 20, 42) and job.rules[1].conditions == (("DisruptionTarget", "True"),)
+    assert job.rules[0].values == (2, 20, 22, 42) and job.rules[1].conditions == (("DisruptionTarget", "True"),)
     assert job.container.name == "trainer" and job.container.argv[:2] == ["bash", "-c"]
     assert job.subdomain == service_name(cfg) in m.headless_services
     assert {v.kind for v in job.volumes.values()} == {"configMap", "persistentVolumeClaim", "emptyDir"}

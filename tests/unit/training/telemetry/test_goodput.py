@@ -98,6 +98,13 @@ def test_scenario_a_checkpoint_and_freshness() -> None:
     assert a.freshness_mean_s == pytest.approx(49.81 / 14)
 
 
+def test_a_failed_restore_is_not_a_failed_save() -> None:
+    events = scenario_a()
+    events.insert(-2, ev(9.4, "ckpt_failed", rank=0, step=4, error="EIO: Input/output error", op="restore"))
+    ck = analyze(events).checkpoint_summary()
+    assert (ck["saves"], ck["failed"]) == (1, 0)
+
+
 def test_scenario_a_to_json_has_the_report_keys() -> None:
     j = analyze(scenario_a()).to_json()
     for key in ("training_goodput", "infrastructure_goodput", "wall_seconds", "final_step", "faults",

@@ -1,0 +1,63 @@
+"""Test-only entry (one process): an async save through NVRx's path on CPU tensors onto storage that is full.
+
+``python tests/helpers/nvrx_full_disk.py PORT RUN_DIR CKPT_ROOT {dev-full,as-is}``: ``dev-full`` points the shard's
+file at ``/dev/full`` (a real ENOSPC anywhere); ``as-is`` writes into CKPT_ROOT, e.g. on a full tmpfs. The training
+loop's per-step poll (``maybe_finalize``) runs until it raises; the script prints what it raised and the
+``ckpt_failed`` errors. :func:`run` starts it and returns its output.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def run(run_dir: Path, ckpt_root: Path, how: str, timeout_s: float = 120) -> str:
+    """Run this script in a fresh interpreter (a one-rank gloo group on a free port); its stdout."""
+    from tests.helpers.training_runs import free_port, python_stdout
+
+    return python_stdout([__file__, str(free_port()), str(run_dir), str(ckpt_root), how], timeout_s)
+
+
+def main() -> None:
+    import torch.distributed as dist
+
+    port, run_dir, ckpt_root, how = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    from tests.helpers.nvrx_cpu import CpuNvrx
+    from tests.helpers.training_runs import tiny_app_state, tiny_train_step
+    from training.checkpoint.errors import CheckpointWriteError
+    from training.checkpoint.manager import CheckpointManager
+    from training.telemetry.events import EventLog, read_events
+
+    if how == "dev-full":
+        tmp = ckpt_root / "step_00000001.tmp"
+        tmp.mkdir(parents=True)
+        (tmp / "__0_0.distcp").symlink_to("/dev/full")  # NVRx's writer process hits a real ENOSPC on the shard
+    events = EventLog(run_dir, 0)
+    mgr = CheckpointManager(ckpt_root, "async", 2, events, 0, 1, collective_timeout_s=10, nvrx=CpuNvrx())
+    state = tiny_app_state(0)
+    tiny_train_step(state)
+    mgr.save(1, state)
+    try:
+        for _ in range(300):  # the training loop polls once per step
+            mgr.maybe_finalize()
+            time.sleep(0.1)
+        print("no error", flush=True)
+    except CheckpointWriteError as exc:
+        print("maybe_finalize raised:", exc, flush=True)
+    print("ckpt_failed:", [e["error"] for e in read_events(run_dir) if e["event"] == "ckpt_failed"], flush=True)
+    mgr.close(collective=False)
+    for child in multiprocessing.active_children():  # the parked writer, NVRx's write-results queue manager
+        child.terminate()
+        child.join()
+    os._exit(0)  # as training.train does: a parked PersistentAsyncCaller's __del__ would wait for its killed worker
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The Trainer in one process on a real one-rank gloo group: what it hands the checkpoint layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from platform_config import config_from_dict
+from tests.helpers.training_runs import FAST_CONFIG, group_timeout_s, single_process_group
+from training.checkpoint.files import list_committed
+from training.parallel import distributed
+from training.telemetry.events import EventLog, read_events
+from training.trainer import Trainer
+
+
+def test_the_checkpoint_group_keeps_its_deadline_when_the_default_group_is_nccl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CUDA the default group is NCCL with ``barrier_timeout_s`` (above the in-process hard timeout, as NVRx
+    requires). The checkpoint group is gloo, which NVRx cannot abort: it must not inherit that timeout (nor
+    torch's 30-minute default), so a rank blocked in a checkpoint collective leaves before the hard timeout."""
+    cfg = config_from_dict(FAST_CONFIG)
+    ip = cfg.inprocess
+    monkeypatch.setattr(distributed, "default_backend", lambda: "nccl")  # the lookup training.train makes on CUDA
+    default_s = distributed.collective_timeout_s(ip)
+    assert default_s == ip.barrier_timeout_s > ip.hard_timeout_s
+    with single_process_group(timeout_s=default_s):
+        trainer = Trainer(cfg, tmp_path, EventLog(tmp_path, 0), checkpoint_mode="sync", target_steps=1)
+        trainer.setup()
+        assert trainer.ckpt is not None
+        assert group_timeout_s(trainer.ckpt.pg) == ip.gloo_timeout_s == 10.0
+        assert ip.gloo_timeout_s < ip.hard_timeout_s
+        trainer.close()
+
+
+def _train(cfg, run_dir: Path, steps: int) -> Trainer:  # type: ignore[no-untyped-def]
+    trainer = Trainer(cfg, run_dir, EventLog(run_dir, 0), checkpoint_mode="sync", target_steps=steps)
+    trainer.setup()
+    trainer.restore()
+    trainer.train()
+    trainer.close()
+    return trainer
+
+
+def _saves(run_dir: Path) -> list[int]:
+    return [e["step"] for e in read_events(run_dir) if e["event"] == "ckpt_begin"]
+
+
+def test_the_target_step_is_saved_when_the_interval_does_not_land_on_it(tmp_path: Path) -> None:
+    cfg = config_from_dict(FAST_CONFIG)  # a checkpoint every 5 steps
+    assert cfg.checkpoint.interval_steps == 5
+    with single_process_group():
+        _train(cfg, tmp_path / "seven", 7)
+        assert _saves(tmp_path / "seven") == [5, 7]
+        assert [s for s, _ in list_committed(tmp_path / "seven" / "checkpoints")] == [5, 7]
+        _train(cfg, tmp_path / "seven", 7)  # restored at the target: nothing to save again
+        assert _saves(tmp_path / "seven") == [5, 7]
+        _train(cfg, tmp_path / "ten", 10)  # the interval lands on the target: saved once
+        assert _saves(tmp_path / "ten") == [5, 10]
