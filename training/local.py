@@ -211,11 +211,14 @@ def run_local(
     timeout_s: float = 240,
     env: dict[str, str] | None = None,
     fresh: bool = True,
+    nodes: int | None = None,
+    node_replace_s: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m training.local`` in a subprocess (for tests and scripts); ``config`` is a project.yaml dict.
 
     ``ports``: (rendezvous, in-process store); distinct per concurrent run. ``fresh``: empty the run directory
-    first (False: another launch of the same run). Output is captured.
+    first (False: another launch of the same run). ``nodes``: a local cluster of that many pods (``--nodes``).
+    Output is captured.
     """
     import yaml
 
@@ -228,6 +231,10 @@ def run_local(
     cmd += ["--steps", str(steps), "--faults", faults, "--mode", mode, "--nproc", str(nproc)]
     if ports:
         cmd += ["--port", str(ports[0]), "--store-port", str(ports[1])]
+    if nodes is not None:
+        cmd += ["--nodes", str(nodes), "--timeout-s", str(max(10.0, timeout_s - 20))]
+    if node_replace_s is not None:
+        cmd += ["--node-replace-s", str(node_replace_s)]
     return subprocess.run(
         cmd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=Path(__file__).parents[1]
     )

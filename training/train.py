@@ -224,6 +224,10 @@ class Runner:
             self.events.emit("restart_begin", cause=cause, layer=layer, emit_layer=layer, **extra)
             print(f"[train] rank {self.rank}: {layer} restart #{iteration or ''} after {cause}", flush=True)
             self.monitor.end_all_sections()
+            # Re-entering is progress: without this heartbeat the rank monitor measured the in-process detection,
+            # the re-initialisation and the restore against one step's heartbeat timeout (seen exceeding its 15 s on
+            # 2 loaded cores, so ft_launcher killed a recovery that was under way).
+            self.monitor.heartbeat(self.last_step)
             self.hooks.reset_step_timing()
         self.entered_ns = entered_ns
         self.hooks.stall.progress()  # (re-)entering counts as progress: a stall from here on gets a stack dump

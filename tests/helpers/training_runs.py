@@ -82,6 +82,38 @@ def local_run(
     )
 
 
+def cluster_run(
+    run_dir: Path,
+    *,
+    nodes: int,
+    steps: int,
+    faults: str = "",
+    mode: str = "inprocess-ft",
+    nproc: int = 1,
+    config: dict[str, Any] | None = None,
+    node_replace_s: float = 1.0,
+    timeout_s: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m training.local --nodes`` (the training Job's manifests on a local cluster of ``nodes`` pods) with
+    ``config`` (default: a copy of :data:`FAST_CONFIG`). Every pod has a network of its own: no ports to choose."""
+    import copy
+
+    from training.local import run_local
+
+    return run_local(
+        run_dir,
+        config=copy.deepcopy(FAST_CONFIG) if config is None else config,
+        steps=steps,
+        faults=faults,
+        mode=mode,
+        nproc=nproc,
+        env=child_env(),
+        timeout_s=timeout_s,
+        nodes=nodes,
+        node_replace_s=node_replace_s,
+    )
+
+
 def torchrun(
     script_args: list[str],
     *,

@@ -156,7 +156,7 @@ class Fault:
     layer: str | None = None  # the layer that recovered
     layers_tried: list[str] = field(default_factory=list)
     detection_ts: float | None = None
-    detection_source: str | None = None  # "restart_begin" | "new_process" | None
+    detection_source: str | None = None  # "restart_begin" | "exit" | "new_process" | None
     restore_ts: float | None = None
     restored_step: int | None = None
     restore_tier: str | None = None
@@ -208,6 +208,7 @@ class RunAnalysis:
     working_intervals: list[tuple[float, float]] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     restarts: list[RestartEpisode] = field(default_factory=list)
+    exits: list[dict[str, Any]] = field(default_factory=list)  # the ``exit`` events, in time order
     saves: list[CheckpointSave] = field(default_factory=list)
     quarantined: int = 0
     step_s_with_ckpt: float | None = None
@@ -350,6 +351,7 @@ def analyze(events: list[dict[str, Any]]) -> RunAnalysis:
     _steps(events, a)
     _checkpoints(events, a)
     _restarts(events, a)
+    a.exits = [e for e in events if e["event"] == "exit"]
     _faults(events, a)
     _freshness(a)
     return a
@@ -551,7 +553,12 @@ def _recover(
         eps = [detected]
     if eps:
         f.detection_ts, f.detection_source = max(f.ts, eps[0].detection_ts), "restart_begin"
-    elif rec is not None:
+    # A process that ended with a non-zero code noticed the fault (the faulting rank itself, or a survivor of a lost
+    # node: its peer was lost, 14) before any restart_begin, which new workers log only once they started.
+    noticed = next((e["ts"] for e in a.exits if f.ts <= e["ts"] < window_end and e.get("code")), None)
+    if noticed is not None and (f.detection_ts is None or noticed < f.detection_ts):
+        f.detection_ts, f.detection_source = noticed, "exit"
+    if f.detection_ts is None and rec is not None:
         # ... or, when no layer logged one (the process died), the first start of a new process generation.
         gen = _gen(rec)
         for s in starts:

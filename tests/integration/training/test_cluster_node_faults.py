@@ -1,0 +1,81 @@
+"""The training Job on a local cluster (``training.local --nodes``): lost nodes at both indexes, an eviction and
+in-pod faults in one run, which must end with the state of a fault-free run of the same size.
+
+One shared run (inprocess-ft, 2 pods x 1 worker): a node lost at index 1 (the rendezvous host's peer), an exception
+on rank 1 (in-process), the node of index 0 lost (the rendezvous host itself), an eviction of index 1, and a SIGKILL
+of rank 0's worker (ft_launcher). The reference is a single-host, fault-free run on the very data the cluster's
+dataset Job prepared: the cluster changes where the ranks run, not what they compute.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.training_runs import FAST_CONFIG, cluster_run, local_run
+from training.cluster.runner import STATE_DIR
+
+pytestmark = pytest.mark.integration
+STEPS = 30
+FAULTS = "node-loss@5:1,exception@10:1,node-loss@15:0,evict@20:1,sigkill@25:0"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    base = tmp_path_factory.mktemp("cluster")
+    faulted = cluster_run(base / "faulted", nodes=2, steps=STEPS, faults=FAULTS, timeout_s=420)
+    data = next((base / "faulted" / STATE_DIR / "claims").glob("*/data/*"))
+    config = copy.deepcopy(FAST_CONFIG)
+    config["train"]["data_dir"] = str(data)
+    reference = local_run(base / "reference", steps=STEPS, mode="k8s-only", config=config)
+    return {"base": base, "faulted": faulted, "reference": reference}
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_every_fault_is_survived_and_the_state_is_the_fault_free_one(runs):
+    faulted, reference = runs["faulted"], runs["reference"]
+    assert faulted.returncode == 0, faulted.stdout[-4000:] + faulted.stderr[-3000:]
+    assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
+    got, want = _summary(runs["base"] / "faulted"), _summary(runs["base"] / "reference")
+    assert got["final_step"] == STEPS and got["world_size"] == 2
+    assert got["final_state_sha256"] == want["final_state_sha256"]
+    # 2 node losses and an eviction (job), the exception (in-process), the SIGKILL (ft_launcher)
+    assert got["restarts_by_layer"] == {"inprocess": 1, "ft_launcher": 1, "job": 3}
+    # in-pod faults fire at their step; a node fault at the first step the cluster sees at or after its own
+    kinds = sorted((f.split("@")[0], f.split("(")[1].rstrip(")")) for f in got["faults"])
+    assert kinds == [("evict", "pod 1"), ("exception", "rank 1"), ("node-loss", "pod 0"), ("node-loss", "pod 1"),
+                     ("sigkill", "rank 0")]  # fmt: skip
+
+
+def test_the_job_status_counts_no_failure_for_lost_nodes_and_evictions(runs):
+    status = json.loads((runs["base"] / "faulted" / "job.json").read_text())
+    assert [c["type"] for c in status["conditions"]] == ["SuccessCriteriaMet", "Complete"]
+    assert (status["succeeded"], status["failed"], status["ignoredFailures"]) == (2, 0, 3)
+    ignored = [p for p in status["pods"] if p["pod_failure_policy_action"] == "Ignore"]
+    reasons = sorted((p["index"], c["reason"]) for p in ignored for c in p["conditions"])
+    assert reasons == [(0, "DeletionByTaintManager"), (1, "DeletionByTaintManager"), (1, "EvictionByEvictionAPI")]
+    final = {p["index"]: p for p in status["pods"] if p["pod_failure_policy_action"] == "Succeeded"}
+    # the pod of index 1 that finished is its third: after the lost node's pod and the evicted one
+    annotations = {i: final[i]["annotations"] for i in (0, 1)}
+    assert final[1]["attempt"] == 2 and annotations[1]["batch.kubernetes.io/job-index-ignored-failure-count"] == "2"
+    assert final[0]["attempt"] == 1 and annotations[0]["batch.kubernetes.io/job-index-ignored-failure-count"] == "1"
+    assert annotations[0]["batch.kubernetes.io/job-index-failure-count"] == "0"
+
+
+def test_the_report_gives_each_lost_node_to_the_job_layer(runs):
+    from training.telemetry.goodput import analyze, load_events
+
+    run = analyze(load_events(runs["base"] / "faulted").events)
+    by_kind = {f.kind: f for f in run.faults if f.injected}
+    for kind in ("node-loss", "evict"):
+        fault = by_kind[kind]
+        assert fault.layer == "job" and fault.pod is not None
+        assert fault.recovery_s is not None and fault.recovery_s > 0
+    assert by_kind["exception"].layer == "inprocess" and by_kind["sigkill"].layer == "ft_launcher"
