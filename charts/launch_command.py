@@ -262,7 +262,7 @@ def supervisor_script(
             f'        echo "[supervisor] the rendezvous host {host} did not come back within {wait} s"',
             f"        exit {cfg.ft.unrecoverable_exit_code}",
             "      fi",
-            "      sleep 1",
+            "      sleep 1 & wait $!",
             "    done",
             "  fi",
             f'  echo "[supervisor] node {NODE_INDEX} of {topology.nodes}, attempt $JOB_ATTEMPT, launch $POD_RELAUNCH: '
@@ -271,6 +271,7 @@ def supervisor_script(
             "  "
             + shell_join(launch_event_argv(cfg, mode, topology, argv[0]))
             + ' || echo "[supervisor] warning: could not record the launch event"',
+            "  export POD_LAUNCH_NS=$(date +%s%N)  # workers tell a first start of this launch from a restart",
             f"  host_ip=$(getent hosts {host} | head -n 1 | cut -d' ' -f1)",
             "  HOST_MOVED=0",
             f"  {shell_join(argv)} &",
@@ -290,7 +291,7 @@ def supervisor_script(
             f"      HOST_MOVED=1; stop_launcher {HOST_MOVED_GRACE_S}",
             "      break",
             "    fi",
-            "    sleep 1",
+            "    sleep 1 & wait $!  # a SIGTERM interrupts the wait at once (a trap waits for a foreground sleep)",
             "  done",
             "  while :; do",
             '    wait "$launcher"',

@@ -165,6 +165,7 @@ class Runner:
         self.tracker = RestartTracker()
         self.entered_ns = self._previous_start_ns()
         self.last_step = 0
+        self.completed = False  # the target step was reached (the exit code is 0 whatever teardown does)
         self.summary: dict[str, Any] | None = None
         self._store: Any = None
 
@@ -193,8 +194,14 @@ class Runner:
         if iteration > 0:
             cause = _ns_of_fault(self.run_dir, self.entered_ns) or self.tracker.cause or "peer_fault"
             return "inprocess", cause
-        if env_int("TORCHELASTIC_RESTART_COUNT") > 0 and self.layers.ft_launcher:
+        # This rank already started once during the pod's current launch (the supervisor's POD_LAUNCH_NS): its
+        # launcher restarted the workers, counted (TORCHELASTIC_RESTART_COUNT) or to let a new node in (a membership
+        # change, which the count does not show).
+        again = self.entered_ns > env_int("POD_LAUNCH_NS") > 0
+        if self.layers.ft_launcher and (env_int("TORCHELASTIC_RESTART_COUNT") > 0 or again):
             return "ft_launcher", _ns_of_fault(self.run_dir, self.entered_ns) or "worker_failure"
+        if again:  # torchrun: a membership change, part of the job layer's recovery
+            return "job", _ns_of_fault(self.run_dir, self.entered_ns) or "peer_lost"
         if (env_int("JOB_ATTEMPT") > 0 or env_int("POD_RELAUNCH") > 0) and self.entered_ns:
             default = "peer_lost" if env_int("POD_RELAUNCH") > 0 else "pod_failure"
             return "job", _ns_of_fault(self.run_dir, self.entered_ns) or default
@@ -255,6 +262,7 @@ class Runner:
             self.last_step = final
             digest = trainer.state_digest()
             trainer.close()
+            self.completed = final >= self.steps  # trained and saved
             if self.rank == 0:
                 self.summary = self._summary(final, digest)
             finished = True
@@ -486,6 +494,12 @@ def run(args: argparse.Namespace) -> int:
                 traceback.print_exc()
         code = exit_code_for(cause, unrecoverable)
         final = cause in ("unrecoverable", "config", "no_usable_checkpoint", "checkpoint_root_missing")
+    if code and runner.completed:
+        # Training reached its target and its final state is saved: an error while tearing down (NVRx's Wrapper
+        # talking to a store whose host, a pod that already finished, is gone; the launcher's SIGTERM as it leaves)
+        # must not turn the success into a lost peer, which would send this pod back to a rendezvous nobody hosts.
+        print(f"[train] rank {runner.rank}: completed; ignoring a teardown error ({cause}): {message}", flush=True)
+        code, cause = 0, "completed"
     if code:
         print(f"[train] rank {runner.rank}: exiting with code {code} ({cause}): {message}", file=sys.stderr, flush=True)
         keep = frozenset(fail_job_exit_codes(unrecoverable))

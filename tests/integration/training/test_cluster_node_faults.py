@@ -2,8 +2,8 @@
 in-pod faults in one run, which must end with the state of a fault-free run of the same size.
 
 One shared run (inprocess-ft, 2 pods x 1 worker): a node lost at index 1 (the rendezvous host's peer), an exception
-on rank 1 (in-process), the node of index 0 lost (the rendezvous host itself), an eviction of index 1, and a SIGKILL
-of rank 0's worker (ft_launcher). The reference is a single-host, fault-free run on the very data the cluster's
+on rank 1 (in-process), a SIGKILL of rank 0's worker (ft_launcher), the node of index 0 lost (the rendezvous host
+itself) and an eviction of index 1. The reference is a single-host, fault-free run on the very data the cluster's
 dataset Job prepared: the cluster changes where the ranks run, not what they compute.
 """
 
@@ -20,8 +20,10 @@ from tests.helpers.training_runs import FAST_CONFIG, cluster_run, local_run
 from training.cluster.runner import STATE_DIR
 
 pytestmark = pytest.mark.integration
-STEPS = 30
-FAULTS = "node-loss@5:1,exception@10:1,node-loss@15:0,evict@20:1,sigkill@25:0"
+STEPS = 40
+# An eviction takes effect within about a second (its pod must stop), while tiny CPU steps take milliseconds: it
+# comes last, so that no other fault fires during its wind-down.
+FAULTS = "node-loss@5:1,exception@12:1,sigkill@19:0,node-loss@26:0,evict@33:1"
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     faulted = cluster_run(base / "faulted", nodes=2, steps=STEPS, faults=FAULTS, timeout_s=420)
     data = next((base / "faulted" / STATE_DIR / "claims").glob("*/data/*"))
     config = copy.deepcopy(FAST_CONFIG)
-    config["train"]["data_dir"] = str(data)
+    # the data the cluster's dataset Job prepared, and the cluster's schedule length (its ConfigMap carries
+    # train.steps: the learning-rate schedule follows it)
+    config["train"].update(data_dir=str(data), steps=STEPS)
     reference = local_run(base / "reference", steps=STEPS, mode="k8s-only", config=config)
     return {"base": base, "faulted": faulted, "reference": reference}
 

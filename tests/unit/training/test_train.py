@@ -30,3 +30,34 @@ def test_restart_cause_is_the_newest_fault_since(tmp_path: Path) -> None:
 def test_invalid_mode_is_rejected() -> None:
     with pytest.raises(SystemExit):
         parse_args(["--run-dir", "/tmp/x", "--mode", "nope"])
+
+
+@pytest.mark.parametrize(
+    ("mode", "iteration", "previous_start", "env", "expected"),
+    [
+        ("inprocess-ft", 0, 0, {}, None),  # the first start of the run
+        ("inprocess-ft", 2, 500, {"POD_LAUNCH_NS": "400"}, ("inprocess", "peer_fault")),
+        ("ft-launcher", 0, 500, {"TORCHELASTIC_RESTART_COUNT": "2"}, ("ft_launcher", "worker_failure")),
+        # the launcher restarted its workers to let a replacement node in: the count stays 0
+        ("inprocess-ft", 0, 500, {"POD_LAUNCH_NS": "400", "JOB_ATTEMPT": "1"}, ("ft_launcher", "worker_failure")),
+        ("k8s-only", 0, 500, {"POD_LAUNCH_NS": "400"}, ("job", "peer_lost")),
+        # the first worker of a replacement pod: this rank last started before the launch (on the lost pod)
+        ("inprocess-ft", 0, 300, {"POD_LAUNCH_NS": "400", "JOB_ATTEMPT": "1"}, ("job", "pod_failure")),
+        # the first worker after the pod's supervisor relaunched its launcher (a lost peer)
+        ("k8s-only", 0, 300, {"POD_LAUNCH_NS": "400", "POD_RELAUNCH": "1"}, ("job", "peer_lost")),
+        ("k8s-only", 0, 300, {"JOB_ATTEMPT": ""}, None),  # an annotation not set yet reads as ""
+    ],
+)
+def test_the_layer_of_a_restart(tmp_path, monkeypatch, mode, iteration, previous_start, env, expected) -> None:
+    from platform_config.schema import MODE_LAYERS, RecoveryMode
+    from training.resilience.inprocess import RestartTracker
+    from training.train import Runner
+
+    for name in ("TORCHELASTIC_RESTART_COUNT", "POD_LAUNCH_NS", "JOB_ATTEMPT", "POD_RELAUNCH"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    runner = Runner.__new__(Runner)  # only what _restart_layer reads
+    runner.layers, runner.run_dir = MODE_LAYERS[RecoveryMode(mode)], tmp_path
+    runner.entered_ns, runner.tracker = previous_start, RestartTracker()
+    assert runner._restart_layer(iteration) == expected
