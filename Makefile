@@ -30,9 +30,13 @@ synth: setup
 	@scripts/synth.sh $(ENV)
 
 demo: synth
-	@echo "== demo: fault-injected training on local CPU workers -> $(DEMO_DIR) =="
+	@echo "== demo 1/2: fault-injected training on local CPU workers -> $(DEMO_DIR) =="
 	python -m training.local --run-dir $(DEMO_DIR) --env $(ENV) --fresh
 	python -m training.telemetry.report $(DEMO_DIR)
+	@echo "== demo 2/2: the training Job's manifests on a local cluster of 2 pods x 2 workers: a node lost, an exception =="
+	python -m training.local --run-dir $(DEMO_DIR)-cluster --env $(ENV) --fresh --nodes 2 --nproc 2 --steps 80 \
+	  --faults "node-loss@25:1,exception@55:2"
+	python -m training.telemetry.report $(DEMO_DIR)-cluster
 
 test: setup
 	ruff check .

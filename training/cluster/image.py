@@ -21,7 +21,11 @@ from training.cluster.sandbox import Mount
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: What the local CPU cluster adds to every container: one thread per worker on a small machine, and a stack dump of
 #: a worker that makes no progress for 10 s (training/resilience/stall_dump.py), in the pod's log.
-LOCAL_ENV = {"OMP_NUM_THREADS": "1", "TRAINING_STALL_DUMP_S": "10"}
+LOCAL_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "TRAINING_STALL_DUMP_S": "10",
+    "PYTHONWARNINGS": "ignore:The pynvml package is deprecated:FutureWarning",  # this venv's pynvml, not the image's
+}
 
 
 class DockerfileError(ValueError):
