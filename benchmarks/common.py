@@ -26,15 +26,24 @@ def run_local(
     overrides: dict[str, Any] | None = None,
     port: int = 29800,
     timeout_s: float = 600,
+    nodes: int | None = None,
+    node_replace_s: float = 5.0,
 ) -> tuple[int, str]:
-    """One ``python -m training.local`` run (output streamed to ``run_dir``.log); returns (exit code, log path)."""
+    """One ``python -m training.local`` run (output streamed to ``run_dir``.log); returns (exit code, log path).
+
+    ``nodes``: run the training Job's manifests as that many local pods (``--nodes``; each pod has a network of its
+    own, so ``port`` is unused), a node loss replaced after ``node_replace_s``."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     cfg_path = run_dir.parent / f"{run_dir.name}.project.yaml"
     cfg_path.write_text(yaml.safe_dump(overrides or {}))
     log = run_dir.parent / f"{run_dir.name}.log"
     cmd = [sys.executable, "-m", "training.local", "--run-dir", str(run_dir), "--config", str(cfg_path), "--fresh"]
     cmd += ["--mode", mode, "--steps", str(steps), "--faults", faults, "--nproc", str(nproc)]
-    cmd += ["--port", str(port), "--store-port", str(port + 1), "--progress-every", str(max(steps // 4, 1))]
+    cmd += ["--progress-every", str(max(steps // 4, 1))]
+    if nodes is None:
+        cmd += ["--port", str(port), "--store-port", str(port + 1)]
+    else:
+        cmd += ["--nodes", str(nodes), "--node-replace-s", f"{node_replace_s:g}"]
     print(f"-- {run_dir.name}: {' '.join(cmd[1:])}", flush=True)
     with open(log, "w") as f:
         try:

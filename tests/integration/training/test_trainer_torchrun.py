@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,28 @@ def _cfg(**checkpoint) -> dict:
     cfg = copy.deepcopy(FAST_CONFIG)
     cfg["checkpoint"].update(checkpoint)
     return cfg
+
+
+@pytest.fixture(scope="module")
+def finished_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int, str], Path]:
+    """Uninterrupted 2-rank runs of the default settings, one per (steps, mode), run once for the module's tests.
+
+    Tests that change a run's files get a copy (:func:`_copy_of`)."""
+    runs: dict[tuple[int, str], Path] = {}
+
+    def get(steps: int, mode: str) -> Path:
+        if (steps, mode) not in runs:
+            _, runs[steps, mode] = run_trainer(
+                tmp_path_factory.mktemp(f"{mode}{steps}") / "run", steps=steps, mode=mode, config=_cfg()
+            )
+        return runs[steps, mode]
+
+    return get
+
+
+def _copy_of(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to)
+    return to
 
 
 def test_two_ranks_learn_and_log_step_events(tmp_path: Path) -> None:
@@ -48,8 +71,10 @@ def test_two_ranks_learn_and_log_step_events(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_resume_is_bitwise_identical_to_an_uninterrupted_run(tmp_path: Path, mode: str) -> None:
-    _, straight = run_trainer(tmp_path / "straight", steps=12, mode=mode, config=_cfg())
+def test_resume_is_bitwise_identical_to_an_uninterrupted_run(
+    tmp_path: Path, mode: str, finished_runs: Callable[[int, str], Path]
+) -> None:
+    straight = finished_runs(12, mode)
     _, resumed = run_trainer(tmp_path / "resumed", steps=7, mode=mode, config=_cfg())  # commits 5, then 7 (final)
     run_trainer(resumed, steps=12, mode=mode, config=_cfg())
     a, b = read_result(straight), read_result(resumed)
@@ -58,8 +83,8 @@ def test_resume_is_bitwise_identical_to_an_uninterrupted_run(tmp_path: Path, mod
     assert b["digest"] == a["digest"]
 
 
-def test_resharding_two_ranks_to_one(tmp_path: Path) -> None:
-    _, run = run_trainer(tmp_path / "run", steps=10, mode="sync", config=_cfg())
+def test_resharding_two_ranks_to_one(tmp_path: Path, finished_runs: Callable[[int, str], Path]) -> None:
+    run = _copy_of(finished_runs(10, "sync"), tmp_path / "run")
     two = read_result(run)
     run_trainer(run, nproc=1, steps=10, mode="sync", config=_cfg(), extra_args=["--no-train"])
     one = read_result(run)
@@ -100,9 +125,11 @@ def test_sync_and_async_checkpoints_of_the_same_state_load_identically(tmp_path:
     assert sync["app"]["sampler"] == asyn["app"]["sampler"]
 
 
-def test_corrupt_newest_checkpoint_falls_back_and_still_matches(tmp_path: Path) -> None:
-    _, straight = run_trainer(tmp_path / "straight", steps=12, mode="sync", config=_cfg())
-    _, run = run_trainer(tmp_path / "run", steps=10, mode="sync", config=_cfg())  # commits 5 and 10
+def test_corrupt_newest_checkpoint_falls_back_and_still_matches(
+    tmp_path: Path, finished_runs: Callable[[int, str], Path]
+) -> None:
+    straight = finished_runs(12, "sync")
+    run = _copy_of(finished_runs(10, "sync"), tmp_path / "run")  # commits 5 and 10
     newest = run / "checkpoints" / step_dir_name(10)
     # a data file that rank 1 hashes when the two ranks verify together: its verdict must reach rank 0
     (name,) = [n for n in hash_shares(read_marker(newest)["files"], 2)[1] if n.endswith(".distcp")]
@@ -118,18 +145,22 @@ def test_corrupt_newest_checkpoint_falls_back_and_still_matches(tmp_path: Path) 
     assert event["step"] == 10 and name in event["reason"]
 
 
-def test_all_checkpoints_unusable_exits_non_zero_with_named_error(tmp_path: Path) -> None:
-    _, run = run_trainer(tmp_path / "run", steps=5, mode="sync", config=_cfg())
+def test_all_checkpoints_unusable_exits_non_zero_with_named_error(
+    tmp_path: Path, finished_runs: Callable[[int, str], Path]
+) -> None:
+    run = _copy_of(finished_runs(5, "sync"), tmp_path / "run")
     (run / "checkpoints" / step_dir_name(5) / "__0_0.distcp").unlink()
     proc, _ = run_trainer(run, steps=8, mode="sync", config=_cfg(), check=False)
     assert proc.returncode != 0
     assert "NoUsableCheckpointError" in proc.stdout + proc.stderr
 
 
-def test_an_unreadable_marker_never_restarts_from_step_0_nor_deletes_the_checkpoint(tmp_path: Path) -> None:
+def test_an_unreadable_marker_never_restarts_from_step_0_nor_deletes_the_checkpoint(
+    tmp_path: Path, finished_runs: Callable[[int, str], Path]
+) -> None:
     """The run committed step 5; on the next launch ``COMMITTED`` cannot be read: the launch fails naming the file,
     trains nothing, and step_5/ is still there, whole."""
-    _, run = run_trainer(tmp_path / "run", steps=5, mode="sync", config=_cfg())
+    run = _copy_of(finished_runs(5, "sync"), tmp_path / "run")
     ckpt = run / "checkpoints" / step_dir_name(5)
     make_marker_unreadable(ckpt)
     files = sorted(p.name for p in ckpt.iterdir())
