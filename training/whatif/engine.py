@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from training.whatif.budgets import RestartBudgets
 from training.whatif.params import LAYERS, Scenario
 
 #: Waterfall components; the ``down_*`` ones are per recovery layer, plus a resubmitted job.
@@ -91,6 +92,31 @@ class Trial:
         return 1.0 - down / self.wall_s
 
 
+def _cycle(sc: Scenario, step_s: float, write_s: float, sync: bool) -> tuple[float, float, float]:
+    """One checkpoint cycle without faults: (stall, back-pressure wait, cycle length) in seconds."""
+    stall = sc.stall_s + (write_s if sync else 0.0)
+    wait = 0.0 if sync else max(0.0, write_s - sc.interval * step_s)
+    return stall, wait, sc.interval * step_s + wait + stall
+
+
+def _skippable_cycles(
+    steps: int, k: int, done: int, cycle: float, to_fault_s: float, next_scheduled: int | None
+) -> int:
+    """Whole cycles of ``k`` steps from ``done`` that end before the target, the next scheduled fault's step and
+    (one cycle short of) the next random fault."""
+    n = (steps - done) // k
+    if next_scheduled is not None:
+        n = min(n, (next_scheduled - 1 - done) // k)
+    if math.isfinite(to_fault_s):
+        n = min(n, int(to_fault_s / cycle) - 1)
+    return n
+
+
+def _next_boundary(sc: Scenario, done: int) -> int:
+    """The next step after ``done`` at which the loop saves (persistent or memory tier) or reaches the target."""
+    return min([sc.steps, *((done // k + 1) * k for k in (sc.interval, sc.memory_interval) if k)])
+
+
 class _Interrupted(Exception):
     """A fault ended the current segment (already handled)."""
 
@@ -121,10 +147,7 @@ class _Sim:
         self.write: tuple[float, int, float] | None = None  # async write in flight: (end, step, begin)
         self.first_save = True  # the next save is the first of this process
         self.after_save = False  # the state right after a persistent save (the fast-forward may start here)
-        self.gen = {"restart": 0, "attempt": 0, "iteration": 0}
-        self.used = dict.fromkeys(LAYERS, 0)  # restarts per layer since that layer's counter last reset
-        self.pod_failures = [0] * sc.nodes  # the job layer's count, per node index (backoffLimitPerIndex)
-        self.spare_free_at = [0.0] * sc.spares
+        self.budgets = RestartBudgets(sc)
         self.next_fault = math.inf
         self.wf = dict.fromkeys(WATERFALL_KEYS, 0.0)
         self.faults: list[FaultRecord] = []
@@ -161,7 +184,7 @@ class _Sim:
                     self._fast_forward()
                     if self.done >= sc.steps:
                         continue
-                boundary = self._next_boundary()
+                boundary = _next_boundary(sc, self.done)
                 self._compute_to(boundary)
                 if sc.interval and boundary % sc.interval == 0:
                     self._persistent_save(boundary)
@@ -175,14 +198,6 @@ class _Sim:
         if self.events is not None:
             self.events.sort(key=lambda e: e["ts"])  # stable: equal times keep the order they happened in
         return Trial(self.t, dict(self.wf), initial, self.faults, self.saves, self.events, finished)
-
-    def _next_boundary(self) -> int:
-        sc, d = self.sc, self.done
-        nxt = [sc.steps]
-        for k in (sc.interval, sc.memory_interval):
-            if k:
-                nxt.append((d // k + 1) * k)
-        return min(nxt)
 
     # ------------------------------------------------------------------ segments
     def _compute_to(self, boundary: int) -> None:
@@ -263,15 +278,10 @@ class _Sim:
         sc = self.sc
         if sc.memory_interval or not sc.interval or self.t >= self.next_fault:
             return
-        k, t_k = sc.interval, sc.interval * self.step_s
-        stall = sc.stall_s + (self.write_s if self.sync else 0.0)
-        wait = 0.0 if self.sync else max(0.0, self.write_s - t_k)
-        cycle = t_k + wait + stall
-        n = (sc.steps - self.done) // k
-        if self.schedule:
-            n = min(n, (self.schedule[0][0] - 1 - self.done) // k)
-        if math.isfinite(self.next_fault):
-            n = min(n, int((self.next_fault - self.t) / cycle) - 1)
+        k = sc.interval
+        stall, wait, cycle = _cycle(sc, self.step_s, self.write_s, self.sync)
+        next_scheduled = self.schedule[0][0] if self.schedule else None
+        n = _skippable_cycles(sc.steps, k, self.done, cycle, self.next_fault - self.t, next_scheduled)
         if n <= 0:
             return
         if not self.sync:
@@ -299,7 +309,7 @@ class _Sim:
         self._emit(tf, "fault_injected", kind=fc.name, step=step, fault_rank=0, phase="step")
         self.write = None  # an in-flight save is abandoned
         chain = [x for x in LAYERS if x in sc.layers_on and x in fc.detection_s]
-        usable = [x for x in chain if self._budget_left(x, node, ignored=fc.node_loss)]
+        usable = [x for x in chain if self.budgets.left(x, node, ignored=fc.node_loss)]
         layer = usable[0] if usable else "resubmit"
         detection = fc.detection_s.get(layer if layer != "resubmit" else "job", 0.0)
         self.t = tf + detection
@@ -313,21 +323,14 @@ class _Sim:
             self.t += sc.layers[layer].restart.sample(self.rng)
             rest = usable[usable.index(layer) + 1 :]
             if rest and sc.layers[layer].fail_p and self.rng.random() < sc.layers[layer].fail_p:
-                self.used[layer] += 1
+                self.budgets.failed_attempt(layer)
                 layer = rest[0]  # the attempt failed: the next layer takes over at once
                 continue
             break
         if fc.node_loss:
-            self.t += self._replacement_wait(tf)
+            self.t += self.budgets.replacement_wait(tf)
         down_until = self.t
-        if layer == "resubmit":  # a new job: every budget starts again
-            self.used = dict.fromkeys(LAYERS, 0)
-            self.pod_failures = [0] * sc.nodes
-        else:  # a new process resets in-process's count, a new pod ft_launcher's too
-            self.used.update(dict.fromkeys(LAYERS[: LAYERS.index(layer)], 0))
-            self.used[layer] += 1
-            if layer == "job" and not fc.node_loss:  # podFailurePolicy ignores a lost node (DisruptionTarget)
-                self.pod_failures[node] += 1
+        self.budgets.charge(layer, node, node_loss=fc.node_loss)
         keeps_memory = layer in ("inprocess", "ft_launcher") and not fc.node_loss
         if not keeps_memory:
             self.memory = 0
@@ -336,7 +339,8 @@ class _Sim:
         self.wf["rework"] += lost
         self.wf[f"down_{layer}"] += down_until - tf
         startup = sc.startup if layer in ("job", "resubmit") else 0.0
-        self._bump_generation(layer)
+        if self.budgets.bump_generation(layer):
+            self.first_save = True
         self.done = restore_from
         record = FaultRecord(
             tf, fc.name, step, layer, tried, detection, down_until + startup - tf, 0.0, restore_from, lost
@@ -344,32 +348,6 @@ class _Sim:
         self.faults.append(record)
         self.pending = (startup, layer, restore_from, record)
         raise _Interrupted
-
-    def _budget_left(self, layer: str, node: int, *, ignored: bool) -> bool:
-        """Whether ``layer`` may restart once more (``ignored``: a lost node, which the Job does not count)."""
-        budget = self.sc.layers[layer].budget
-        if budget is None or (layer == "job" and ignored):
-            return True
-        return (self.pod_failures[node] if layer == "job" else self.used[layer]) < budget
-
-    def _replacement_wait(self, tf: float) -> float:
-        """A lost node: take a free spare (its own replacement arrives later), else wait for a new node."""
-        for i, free_at in enumerate(self.spare_free_at):
-            if free_at <= tf:
-                self.spare_free_at[i] = tf + self.sc.node_replace_s
-                return 0.0
-        return self.sc.node_replace_s
-
-    def _bump_generation(self, layer: str) -> None:
-        g = self.gen
-        if layer == "inprocess":
-            g["iteration"] += 1
-        elif layer == "ft_launcher":
-            g.update(restart=g["restart"] + 1, iteration=0)
-        else:
-            g.update(attempt=g["attempt"] + 1, restart=0, iteration=0)
-        if layer != "inprocess":
-            self.first_save = True
 
     def _start(self, startup: float, *, layer: str | None, restore_from: int, from_memory: bool = False) -> float:
         """Start-up (new pods), then ``start``, the restore and ``restart_end``; the fault clock runs from ``start``."""
@@ -391,7 +369,7 @@ class _Sim:
 
     def _emit(self, ts: float, event: str, *, rank: int = 0, layer: str = "job", **fields: Any) -> None:
         if self.events is not None:
-            record = {"ts": ts, "mono": ts, "rank": rank, **self.gen, "layer": layer, "event": event}
+            record = {"ts": ts, "mono": ts, "rank": rank, **self.budgets.gen, "layer": layer, "event": event}
             self.events.append(record | fields)
 
 
