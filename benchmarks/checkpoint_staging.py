@@ -167,7 +167,7 @@ def step_time_split(events: list[dict[str, Any]], warmup: int) -> dict[str, floa
     }
 
 
-def _table(args: argparse.Namespace, device: str) -> int:
+def _table(args: argparse.Namespace, device: str, nproc: int) -> int:
     """Rank-0 event logs of every variant -> a markdown table and results.json."""
     results: dict[str, dict[str, Any]] = {}
     for variant in args.variants.split(","):
@@ -195,7 +195,8 @@ def _table(args: argparse.Namespace, device: str) -> int:
             f"| {fmt(r.get('stall_s_p50'), '.3f')} | {fmt(r.get('write_s_p50'), '.3f')} | {each} "
             f"| {fmt(r['step_s_idle'], '.4f')} | {fmt(r['step_s_writing'], '.4f')} |"
         )
-    (args.out / "results.json").write_text(json.dumps({"device": device, "results": results}, indent=2))
+    recorded = {"device": device, "world_size": nproc, "results": results}
+    (args.out / "results.json").write_text(json.dumps(recorded, indent=2))
     cuda = "CPU" not in device
     missing = [v for v in args.variants.split(",") if v not in results and (cuda or ":" not in v)]
     if missing:
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"-- {variant}: skipped (NVRx staging modes need CUDA)", flush=True)
             continue
         failed |= _launch(args, variant, nproc) != 0
-    return _table(args, device) or int(failed)
+    return _table(args, device, nproc) or int(failed)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,128 @@
+"""The benchmark record: the figures of issue 16's table under stable keys in ``docs/benchmarks.json``.
+
+``python -m benchmarks.record --machine h200x2 [--ckpt-dir DIR] [--recovery-dir DIR] [--extra FILE.json]
+[--out docs/benchmarks.json]``
+
+Reads the run directories that the benchmark scripts leave (``benchmarks.checkpoint_staging --out DIR``: one
+directory per variant; ``benchmarks.recovery --out DIR``: one per mode and repeat) and merges one entry per
+machine into the record, with the date, the commit and the device. A key whose benchmark did not run is ``null``,
+never a guess. ``--extra`` merges figures that another script measured (a JSON object of key -> number).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import REPO, report
+from training.telemetry.events import read_events
+
+#: Pinned device-to-host bandwidth (GB/s) that bounds the stall of a save from below (issue 16's floor).
+D2H_GBPS = 55.0
+KEYS = (
+    "async_ckpt_efficiency_1b_300",
+    "ckpt_stall_s_first",
+    "ckpt_stall_s_p50",
+    "ckpt_stall_floor_s",
+    "ckpt_commit_s_p50",
+    "inprocess_recovery_s_p50",
+    "hang_recovery_s",
+    "ft_launcher_recovery_s_p50",
+    "launch_to_first_step_s",
+    "rollback_steps_p50_memory_tier",
+    "rollback_steps_p50_storage_only",
+)
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def checkpoint_figures(ckpt_dir: Path, variant: str = "async") -> dict[str, Any]:
+    """Stall (first and p50), commit p50, the stall floor and efficiency vs ``none`` from rank 0's event logs."""
+    events = [e for e in read_events(ckpt_dir / variant) if e.get("rank", 0) == 0]
+    stalls = [e["stall_s"] for e in events if e["event"] == "ckpt_staged"]
+    commits = [e["write_s"] for e in events if e["event"] == "ckpt_committed"]
+    sizes = [e["bytes"] for e in events if e["event"] == "ckpt_committed" and e.get("bytes")]
+    recorded = json.loads((ckpt_dir / "results.json").read_text())
+    results, world = recorded["results"], recorded.get("world_size")
+    return {
+        "async_ckpt_efficiency": results.get(variant, {}).get("efficiency_vs_none"),
+        "ckpt_stall_s_first": stalls[0] if stalls else None,
+        "ckpt_stall_s_p50": _median(stalls),
+        "ckpt_stall_floor_s": sizes[0] / world / (D2H_GBPS * 1e9) if sizes and world else None,
+        "ckpt_commit_s_p50": _median(commits),
+    }
+
+
+def recovery_figures(recovery_dir: Path) -> dict[str, Any]:
+    """Recovery p50 per layer (mode ``inprocess``'s in-process faults, mode ``ft-launcher``'s), and the hang's."""
+    by: dict[str, list[float]] = {"inprocess": [], "ft_launcher": [], "hang": []}
+    for run_dir in sorted(p for p in recovery_dir.iterdir() if (p / "events.jsonl").is_file()):
+        mode = run_dir.name.rsplit("-", 1)[0]
+        for fault in report(run_dir)["faults"]:
+            if fault["recovery_s"] is None:
+                continue
+            if mode == "inprocess" and fault["layer"] == "inprocess":
+                by["hang" if fault["kind"] == "hang" else "inprocess"].append(fault["recovery_s"])
+            elif mode == "ft-launcher" and fault["layer"] == "ft_launcher":
+                by["ft_launcher"].append(fault["recovery_s"])
+    return {
+        "inprocess_recovery_s_p50": _median(by["inprocess"]),
+        "hang_recovery_s": _median(by["hang"]),
+        "ft_launcher_recovery_s_p50": _median(by["ft_launcher"]),
+    }
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--machine", required=True, help='the record\'s key, e.g. "h200x2", "h200x8", "cpu"')
+    p.add_argument("--device", default="", help="the device in words (default: from the checkpoint results)")
+    p.add_argument("--ckpt-dir", type=Path, help="benchmarks.checkpoint_staging --out of a 300-step-interval run")
+    p.add_argument("--recovery-dir", type=Path, help="benchmarks.recovery --out")
+    p.add_argument("--extra", type=Path, help="a JSON object of further key -> figure")
+    p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")
+    args = p.parse_args(argv)
+
+    figures: dict[str, Any] = dict.fromkeys(KEYS)
+    device = args.device
+    if args.ckpt_dir:
+        ck = checkpoint_figures(args.ckpt_dir)
+        figures["async_ckpt_efficiency_1b_300"] = ck.pop("async_ckpt_efficiency")
+        figures.update(ck)
+        device = device or json.loads((args.ckpt_dir / "results.json").read_text())["device"]
+    if args.recovery_dir:
+        figures.update(recovery_figures(args.recovery_dir))
+    if args.extra:
+        extra = json.loads(args.extra.read_text())
+        unknown = sorted(set(extra) - set(KEYS))
+        if unknown:
+            p.error(f"--extra: unknown keys {unknown}; the record's keys are {list(KEYS)}")
+        figures.update(extra)
+    record = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    record[args.machine] = {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "commit": _commit(),
+        "device": device,
+        **figures,
+    }
+    args.out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    width = max(map(len, KEYS))
+    print(f"{args.out} [{args.machine}] ({device}):")
+    for k in KEYS:
+        print(f"  {k:<{width}}  {'not measured' if figures[k] is None else figures[k]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
