@@ -8,6 +8,7 @@ The base image's Python becomes this checkout's virtual environment, first on ``
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shlex
@@ -18,6 +19,7 @@ from pathlib import Path
 from training.cluster.sandbox import Mount
 
 #: PATH of the base image besides the virtual environment.
+REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: What the local CPU cluster adds to every container: one thread per worker on a small machine, and a stack dump of
 #: a worker that makes no progress for 10 s (training/resilience/stall_dump.py), in the pod's log.
@@ -106,7 +108,13 @@ class LocalImage:
 
     def container_env(self, venv_bin: Path | None = None) -> dict[str, str]:
         """The image's environment and :data:`LOCAL_ENV`, with ``PATH`` = this venv first, then the system's (the
-        image's own ``PATH`` names where the image keeps its interpreter, which this machine does not have)."""
+        image's own ``PATH`` names where the image keeps its interpreter, which this machine does not have), and
+        this interpreter's ``PYTHONPATH`` entries after the image's."""
         venv = venv_bin or Path(sys.executable).parent
         env = {k: v for k, v in self.env.items() if k != "PATH"}
+        # Packages this interpreter finds through PYTHONPATH (wheels installed with pip --target) are part of what
+        # stands in for the image's venv here: they follow the image's own PYTHONPATH.
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != REPO]
+        if extra:
+            env["PYTHONPATH"] = os.pathsep.join([*filter(None, [env.get("PYTHONPATH")]), *extra])
         return {"HOME": "/root", **env, **LOCAL_ENV, "PATH": f"{venv}:{SYSTEM_PATH}"}

@@ -14,6 +14,9 @@ from typing import Any
 
 import yaml
 
+#: The extended resource of the NVIDIA device plugin.
+GPU_RESOURCE = "nvidia.com/gpu"
+
 
 class ManifestError(ValueError):
     """A manifest the local cluster cannot run as written."""
@@ -54,6 +57,7 @@ class Container:
     env: list[EnvVar]
     mounts: list[VolumeMount]
     working_dir: str | None = None
+    gpus: int = 0  # resources.limits["nvidia.com/gpu"]: what the NVIDIA device plugin gives the container
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ def parse_job(doc: dict[str, Any]) -> JobManifest:
         env=[_env(e) for e in c.get("env") or []],
         mounts=[VolumeMount(m["name"], m["mountPath"], bool(m.get("readOnly"))) for m in c.get("volumeMounts") or []],
         working_dir=c.get("workingDir"),
+        gpus=int(((c.get("resources") or {}).get("limits") or {}).get(GPU_RESOURCE, 0)),
     )
     if not container.argv:
         raise ManifestError("the container has no command: the local cluster cannot read the image's ENTRYPOINT")

@@ -49,9 +49,32 @@ def field_value(path: str, job: JobManifest, pod: PodRun, ip: str) -> str:
     raise ManifestError(f"fieldRef {path!r} is not supported by the local cluster")
 
 
-def container_env(job: JobManifest, pod: PodRun, ip: str, hostname: str, image: LocalImage) -> dict[str, str]:
-    """The container's environment: image env, ``HOSTNAME``, the manifest's env (in order, ``$(VAR)`` expanded)."""
+def gpu_slice(index: int, gpus_per_pod: int, host_gpus: int) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` of pod ``index``: on a host with CUDA GPUs, pod i gets GPUs i*P .. i*P+P-1, as if
+    each pod ran on a node of its own whose device plugin allotted P GPUs (a replacement pod gets its index's GPUs
+    again). None on a host without GPUs: the pods' workers then run on the CPU (gloo), as every local run does.
+
+    Raises :class:`ManifestError` when the host has GPUs but fewer than the pods ask for together."""
+    if host_gpus == 0 or gpus_per_pod == 0:
+        return None
+    first, last = index * gpus_per_pod, (index + 1) * gpus_per_pod
+    if last > host_gpus:
+        raise ManifestError(
+            f"pod index {index} needs GPUs {first}..{last - 1} ({gpus_per_pod} a pod) but this host has {host_gpus}: "
+            "use fewer --nodes or a smaller --nproc"
+        )
+    return ",".join(str(g) for g in range(first, last))
+
+
+def container_env(
+    job: JobManifest, pod: PodRun, ip: str, hostname: str, image: LocalImage, host_gpus: int = 0
+) -> dict[str, str]:
+    """The container's environment: image env, ``HOSTNAME``, the pod's GPUs (:func:`gpu_slice`), the manifest's env
+    (in order, ``$(VAR)`` expanded)."""
     env = {**image.container_env(), "HOSTNAME": hostname}
+    visible = gpu_slice(pod.index, job.container.gpus, host_gpus)
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
     declared: dict[str, str] = {"JOB_COMPLETION_INDEX": str(pod.index)} if job.indexed else {}
     for var in job.container.env:
         if var.field_path is not None:

@@ -29,7 +29,7 @@ from typing import Any
 from platform_config import ProjectConfig, RecoveryMode, config_from_dict
 from platform_config.loader import deep_merge
 from training.cluster.controller import BACKOFF_BASE_S, BACKOFF_MAX_S, JobController, PodRun
-from training.cluster.image import LocalImage
+from training.cluster.image import REPO, LocalImage
 from training.cluster.manifest import JobManifest, ManifestError, Manifests
 from training.cluster.network import POD_CIDR, ClusterNetwork, DnsRecords, PodRecord
 from training.cluster.node_faults import NodeFault, split_schedule
@@ -42,7 +42,6 @@ from training.telemetry.progress import EventTail, describe
 JOB_STATUS_FILE = "job.json"
 LOCAL_CORPUS_MB = 1.0
 STATE_DIR = ".cluster"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -100,6 +99,12 @@ def synthesize(cfg: ProjectConfig, nproc: int, outdir: Path) -> Manifests:
     return Manifests.load(outdir)
 
 
+def _host_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 class LocalCluster:
     """The controller loop: creates pods, watches them, fires node faults, writes ``job.json``."""
 
@@ -123,7 +128,7 @@ class LocalCluster:
             backoff_base_s=BACKOFF_BASE_S * opts.backoff_scale,
             backoff_max_s=BACKOFF_MAX_S * opts.backoff_scale,
         )
-        self.image = LocalImage.from_dockerfile(REPO_ROOT / "training" / "Dockerfile", REPO_ROOT)
+        self.image = LocalImage.from_dockerfile(REPO / "training" / "Dockerfile", REPO)
         claim_dir = self.state / "claims" / cfg.storage.pvc_name
         claim_dir.mkdir(parents=True, exist_ok=True)
         cm_dirs = {}
@@ -148,6 +153,7 @@ class LocalCluster:
         self.t0 = opts.t0
         self.nodes = nodes  # node numbers, shared by the Jobs of one run (each pod on a node of its own)
         self.status_file = JOB_STATUS_FILE if job.indexed else f"{job.name}.job.json"
+        self.host_gpus = _host_gpus()
 
     # -- pods ---------------------------------------------------------------------------------------------------
     def _start_pod(self, index: int, now: float) -> None:
@@ -161,7 +167,7 @@ class LocalCluster:
             ip=ip,
             prefix_len=POD_CIDR.prefixlen,
             argv=self.job.container.argv,
-            env=container_env(self.job, pod, ip, hostname, self.image),
+            env=container_env(self.job, pod, ip, hostname, self.image, self.host_gpus),
             workdir=self.job.container.working_dir or self.image.workdir,
             mounts=volume_mounts(self.job, self.storage, self.image),
             dns_dir=self.dns.directory,

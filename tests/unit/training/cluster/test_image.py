@@ -49,7 +49,8 @@ def test_copy_flags_are_refused(tmp_path):
         LocalImage.from_dockerfile(tmp_path / "Dockerfile", tmp_path)
 
 
-def test_the_training_image_copies_what_the_pods_import(tmp_path):
+def test_the_training_image_copies_what_the_pods_import(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     image = LocalImage.from_dockerfile(REPO_ROOT / "training" / "Dockerfile", REPO_ROOT)
     assert image.workdir == "/workspace"
     targets = {target: src for src, target in image.copies}
@@ -59,3 +60,11 @@ def test_the_training_image_copies_what_the_pods_import(tmp_path):
     env = image.container_env(Path("/venv/bin"))
     assert env["PATH"].startswith("/venv/bin:") and env["PYTHONPATH"] == "/workspace"
     assert env["OMP_NUM_THREADS"] == "1"
+
+
+def test_this_interpreters_extra_packages_follow_the_images_pythonpath(monkeypatch):
+    """Wheels installed with ``pip --target /tmp/site`` (the GPU machines' NVRx) stand in for the image's venv too;
+    the repository itself is the image's /workspace, so it is not added."""
+    monkeypatch.setenv("PYTHONPATH", f"/tmp/site:{REPO_ROOT}")
+    env = LocalImage("/workspace", {"PYTHONPATH": "/workspace"}).container_env(Path("/venv/bin"))
+    assert env["PYTHONPATH"] == "/workspace:/tmp/site"

@@ -34,6 +34,7 @@ def test_the_charts_job_is_read_field_by_field(synthesized):
     assert [r.action for r in job.rules] == ["FailJob", "Ignore"]
     assert job.rules[0].values == (2, 20, 22, 42) and job.rules[1].conditions == (("DisruptionTarget", "True"),)
     assert job.container.name == "trainer" and job.container.argv[:2] == ["bash", "-c"]
+    assert job.container.gpus == 8  # a p5.48xlarge's GPUs, the limit the device plugin honours
     assert job.subdomain == service_name(cfg) in m.headless_services
     assert {v.kind for v in job.volumes.values()} == {"configMap", "persistentVolumeClaim", "emptyDir"}
     assert job.volumes["dshm"].medium == "Memory" and job.volumes["dshm"].size_limit == "64Gi"
@@ -46,6 +47,7 @@ def test_the_charts_job_is_read_field_by_field(synthesized):
     prep = m.jobs["fsdp-train-prepare-data"]  # the dataset Job: one completion, not Indexed
     assert (prep.indexed, prep.completions, prep.backoff_limit, prep.active_deadline_s) == (False, 1, 2, 7200)
     assert prep.container.argv[:3] == ["python", "-m", "training.data.prepare"]
+    assert prep.container.gpus == 0
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,12 +10,12 @@ import pytest
 from training.cluster.controller import PodRun
 from training.cluster.image import LocalImage
 from training.cluster.manifest import Container, EnvVar, JobManifest, ManifestError, Volume, VolumeMount
-from training.cluster.pods import Storage, container_env, field_value, volume_mounts
+from training.cluster.pods import Storage, container_env, field_value, gpu_slice, volume_mounts
 
 IMAGE = LocalImage("/workspace", {"PYTHONPATH": "/workspace"})
 
 
-def job(env=(), mounts=(), volumes=None):
+def job(env=(), mounts=(), volumes=None, gpus=0):
     return JobManifest(
         name="train",
         namespace="training",
@@ -25,7 +26,7 @@ def job(env=(), mounts=(), volumes=None):
         max_failed_indexes=0,
         pod_replacement_policy="Failed",
         rules=[],
-        container=Container("trainer", "img", ["bash"], list(env), list(mounts)),
+        container=Container("trainer", "img", ["bash"], list(env), list(mounts), gpus=gpus),
         volumes=volumes or {},
         subdomain="train",
         termination_grace_s=30,
@@ -49,7 +50,20 @@ def test_downward_api_values():
         field_value("status.phase", j, POD, "")
 
 
-def test_container_env_order_and_expansion():
+def test_each_pod_index_gets_its_own_gpus_on_a_gpu_host():
+    assert gpu_slice(0, 4, 8) == "0,1,2,3" and gpu_slice(1, 4, 8) == "4,5,6,7"
+    assert gpu_slice(1, 1, 2) == "1"
+    assert gpu_slice(1, 4, 0) is None  # no GPU here: CPU workers
+    assert gpu_slice(0, 0, 8) is None  # a container that asks for none (the dataset Job)
+    with pytest.raises(ManifestError, match=re.escape("pod index 1 needs GPUs 1..1 (1 a pod) but this host has 1")):
+        gpu_slice(1, 1, 1)
+    env = container_env(job(gpus=1), POD, "10.0.0.9", "train-1", IMAGE, host_gpus=2)
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "CUDA_VISIBLE_DEVICES" not in container_env(job(gpus=1), POD, "10.0.0.9", "train-1", IMAGE)
+
+
+def test_container_env_order_and_expansion(monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     env = [
         EnvVar("HOST_IP", field_path="status.hostIP"),
         EnvVar("ENDPOINT", value="udp://$(HOST_IP):25888"),
