@@ -258,8 +258,9 @@ class Trainer:
                 if step % cc.interval_steps == 0:
                     self.save_checkpoint()
                 if tc.eval_interval and step % tc.eval_interval == 0:
-                    self.hooks.fault_point("eval", step)
-                    eval_loss = self.evaluate()
+                    with self.hooks.section("eval"):
+                        self.hooks.fault_point("eval", step)
+                        eval_loss = self.evaluate()
                     self.eval_losses[step] = eval_loss
                     if self.rank == 0:
                         self.events.emit("eval", step=step, loss=eval_loss)
