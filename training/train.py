@@ -200,7 +200,7 @@ class Runner:
 
         self.events.emit("start", world_size=self.world_size, mode=self.mode.value, device=str(distributed.device()))
         trainer.setup()
-        self.clock.lap("model")
+        self.clock.lap("model", meta=trainer.on_meta)
         resumed = trainer.restore()
         self.clock.lap("restore")
         self.hooks.clock = self.clock  # the first heartbeat laps ``first_step``

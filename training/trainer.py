@@ -17,9 +17,12 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
 
 from platform_config.schema import ProjectConfig
+from training.checkpoint.errors import MarkerReadError
+from training.checkpoint.files import list_committed
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import AppState, state_digest
 from training.data.dataset import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
@@ -125,17 +128,24 @@ class Trainer:
             )
             hf_args = self._hf_model_args()
             vocab = hf_args.vocab_size if hf_args else max(self.train_data.vocab_size, TOKENIZER.vocab_size)
-            torch.manual_seed(tc.seed)  # identical initial weights on every rank, before sharding
-            model = build_model(self.cfg.model.size, vocab, max_seq_len=max(tc.seq_len, 8), args=hf_args)
+            self._model_spec = (self.cfg.model.size, vocab, max(tc.seq_len, 8), hf_args)
+            root = Path(self.cfg.checkpoint.dir) if self.cfg.checkpoint.dir else self.run_dir / "checkpoints"
+            self.on_meta = self._committed_checkpoint_exists(root)
+            if self.on_meta:  # the restore fills every weight: allocate this rank's shards only, initialise nothing
+                with torch.device("meta"):
+                    model = build_model(self._model_spec[0], vocab, max_seq_len=self._model_spec[2], args=hf_args)
+            else:
+                model = self._initialised_model()
             self.flops_per_token = flops_per_token(model.args, tc.seq_len)
             self.model = apply_fsdp(model, self.device)
+            if self.on_meta:
+                self.model.init_rope()
             self.optimizer = torch.optim.AdamW(
                 self.model.parameters(), lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay
             )
             self.state = AppState(
                 self.model, self.optimizer, self.sampler, rank=self.rank, extra=self.hooks.extra_state()
             )
-            root = Path(self.cfg.checkpoint.dir) if self.cfg.checkpoint.dir else self.run_dir / "checkpoints"
             self.ckpt = CheckpointManager(
                 root,
                 self.checkpoint_mode,
@@ -147,6 +157,28 @@ class Trainer:
                 nvrx_staging=self.cfg.checkpoint.nvrx_staging,
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
+
+    def _initialised_model(self) -> torch.nn.Module:
+        """The full model on the CPU with its seeded initial weights (identical on every rank, before sharding)."""
+        size, vocab, max_seq_len, hf_args = self._model_spec
+        torch.manual_seed(self.cfg.train.seed)
+        return build_model(size, vocab, max_seq_len=max_seq_len, args=hf_args)
+
+    @staticmethod
+    def _committed_checkpoint_exists(root: Path) -> bool:
+        """Whether the restore will find a committed checkpoint (then the model is built on the meta device). A marker
+        that cannot be read counts as none here: the model is initialised, and the restore reports the marker."""
+        try:
+            return bool(list_committed(root))
+        except MarkerReadError:
+            return False
+
+    def _initialise_weights(self) -> None:
+        """A fresh start after all on a model built on the meta device (its checkpoints were unusable or gone):
+        the seeded initial weights, exactly those of :meth:`_initialised_model`, each rank taking its shards."""
+        full = self._initialised_model().state_dict()
+        set_model_state_dict(self.model, full, options=StateDictOptions(full_state_dict=True))
+        self.on_meta = False
 
     def _hf_model_args(self) -> ModelArgs | None:
         """The shape of ``model.hf_checkpoint`` (None without one); its vocabulary must cover the data's."""
@@ -179,6 +211,8 @@ class Trainer:
                 allow_fresh_start=self.allow_fresh_start,
                 before_load=lambda s: self.hooks.fault_point("restore", s),
             )
+            if step is None and self.on_meta:
+                self._initialise_weights()
             if step is None and self.cfg.model.hf_checkpoint:
                 n = load_hf_weights(self.model, self.cfg.model.hf_checkpoint, rank=self.rank)
                 if self.rank == 0:
