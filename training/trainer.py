@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager as ContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -72,6 +73,42 @@ def lr_at(step: int, *, lr: float, min_lr: float, warmup: int, total: int) -> fl
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
+@dataclass(frozen=True)
+class ModelSpec:
+    size: str
+    vocab: int
+    max_seq_len: int
+    hf_args: ModelArgs | None
+    seed: int
+
+
+def initialised_model(spec: ModelSpec) -> torch.nn.Module:
+    """The full model on the CPU with its seeded initial weights (identical on every rank, before sharding)."""
+    torch.manual_seed(spec.seed)
+    return build_model(spec.size, spec.vocab, max_seq_len=spec.max_seq_len, args=spec.hf_args)
+
+
+def sharded_model(spec: ModelSpec, dev: torch.device, *, on_meta: bool) -> torch.nn.Module:
+    """The FSDP2-sharded model on ``dev``: initialised, or (``on_meta``) built on the meta device and allocated
+    uninitialised, the RoPE tables recomputed, for a restore to fill."""
+    if not on_meta:
+        return apply_fsdp(initialised_model(spec), dev)
+    with torch.device("meta"):
+        model = build_model(spec.size, spec.vocab, max_seq_len=spec.max_seq_len, args=spec.hf_args)
+    model = apply_fsdp(model, dev)
+    model.init_rope()
+    return model
+
+
+def committed_checkpoint_exists(root: Path) -> bool:
+    """Whether the restore will find a committed checkpoint. A marker that cannot be read counts as none here: the
+    model is initialised, and the restore reports the marker."""
+    try:
+        return bool(list_committed(root))
+    except MarkerReadError:
+        return False
+
+
 class Trainer:
     """One training attempt of one rank. Call :meth:`setup`, :meth:`restore`, :meth:`train`, then :meth:`close`."""
 
@@ -128,18 +165,12 @@ class Trainer:
             )
             hf_args = self._hf_model_args()
             vocab = hf_args.vocab_size if hf_args else max(self.train_data.vocab_size, TOKENIZER.vocab_size)
-            self._model_spec = (self.cfg.model.size, vocab, max(tc.seq_len, 8), hf_args)
+            self._model_spec = ModelSpec(self.cfg.model.size, vocab, max(tc.seq_len, 8), hf_args, tc.seed)
             root = Path(self.cfg.checkpoint.dir) if self.cfg.checkpoint.dir else self.run_dir / "checkpoints"
-            self.on_meta = self._committed_checkpoint_exists(root)
-            if self.on_meta:  # the restore fills every weight: allocate this rank's shards only, initialise nothing
-                with torch.device("meta"):
-                    model = build_model(self._model_spec[0], vocab, max_seq_len=self._model_spec[2], args=hf_args)
-            else:
-                model = self._initialised_model()
-            self.flops_per_token = flops_per_token(model.args, tc.seq_len)
-            self.model = apply_fsdp(model, self.device)
-            if self.on_meta:
-                self.model.init_rope()
+            # With a committed checkpoint the restore fills every weight: this rank's shards only, nothing initialised.
+            self.on_meta = committed_checkpoint_exists(root)
+            self.model = sharded_model(self._model_spec, self.device, on_meta=self.on_meta)
+            self.flops_per_token = flops_per_token(self.model.args, tc.seq_len)
             self.optimizer = torch.optim.AdamW(
                 self.model.parameters(), lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay
             )
@@ -158,25 +189,10 @@ class Trainer:
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
 
-    def _initialised_model(self) -> torch.nn.Module:
-        """The full model on the CPU with its seeded initial weights (identical on every rank, before sharding)."""
-        size, vocab, max_seq_len, hf_args = self._model_spec
-        torch.manual_seed(self.cfg.train.seed)
-        return build_model(size, vocab, max_seq_len=max_seq_len, args=hf_args)
-
-    @staticmethod
-    def _committed_checkpoint_exists(root: Path) -> bool:
-        """Whether the restore will find a committed checkpoint (then the model is built on the meta device). A marker
-        that cannot be read counts as none here: the model is initialised, and the restore reports the marker."""
-        try:
-            return bool(list_committed(root))
-        except MarkerReadError:
-            return False
-
     def _initialise_weights(self) -> None:
         """A fresh start after all on a model built on the meta device (its checkpoints were unusable or gone):
-        the seeded initial weights, exactly those of :meth:`_initialised_model`, each rank taking its shards."""
-        full = self._initialised_model().state_dict()
+        the seeded initial weights, exactly those of :func:`initialised_model`, each rank taking its shards."""
+        full = initialised_model(self._model_spec).state_dict()
         set_model_state_dict(self.model, full, options=StateDictOptions(full_state_dict=True))
         self.on_meta = False
 
