@@ -115,9 +115,10 @@ class StepPings:
         self._watchdog.send()
 
     def _report(self, step: int) -> None:
-        """A ``hang_timeouts`` event when the derived budget first applies and when it moves by more than 25%."""
+        """A ``hang_timeouts`` event when the derived budget first applies and when it moves by more than 25% (only
+        under NVRx's Wrapper: without it nothing is armed)."""
         budget = self.budget_s
-        if self.events is None or len(self.gaps) < MIN_SAMPLES:
+        if self.events is None or self._watchdog is None or len(self.gaps) < MIN_SAMPLES:
             return
         if self._reported is not None and abs(budget - self._reported) <= 0.25 * self._reported:
             return
@@ -128,5 +129,4 @@ class StepPings:
             soft_s=round(budget, 3),
             hard_s=round(budget + self.hard_s - self.soft_s, 3),
             step_s=round(max(self.gaps), 4),
-            armed=self._watchdog is not None,
         )
