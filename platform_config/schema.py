@@ -488,7 +488,9 @@ class RendezvousConfig(_Strict):
     #: How long one request to the rendezvous store may block: after a silent loss of the store's host (index 0)
     #: the other launchers notice within this time, then their supervisors relaunch them to rejoin the new host.
     read_timeout_s: float = Field(default=60.0, gt=0)
-    #: After the minimum number of nodes joined, wait this long for more (min = max here, so it rarely matters).
+    #: After the minimum number of nodes joined, wait this long for more. Every launcher here asks for min = max
+    #: nodes, so a round completes once all joined and this never delays a restart; torch's c10d handler needs a
+    #: whole number of seconds > 0 (NVRx 0.7's barrier rendezvous applies it only to restart rounds with min < max).
     last_call_timeout_s: float = Field(default=1.0, ge=0)
     close_timeout_s: float = Field(default=30.0, gt=0)
 
@@ -603,10 +605,28 @@ class InprocessConfig(_Strict):
     #: Deadline of gloo collectives: the checkpoint group's on every device, the default group's on CPU. Below
     #: hard_timeout_s (NVRx cannot abort gloo).
     gloo_timeout_s: float = Field(default=10.0, gt=0)
-    #: Monitor thread/process and progress-watchdog interval; must be below soft_timeout_s and heartbeat_timeout_s.
-    monitor_interval_s: float = Field(default=1.0, gt=0)
-    #: Wait for other ranks to report concurrent faults before restarting.
-    last_call_wait_s: float = Field(default=1.0, gt=0)
+    #: NVRx's monitor thread (in the worker): how often it re-arms its wait for an interruption record in the store.
+    #: The wait returns as soon as a record appears, so this does not delay detection.
+    monitor_thread_interval_s: float = Field(default=1.0, gt=0)
+    #: NVRx's monitor process: how often it checks the progress timestamps against the soft and hard timeouts. It
+    #: skips that check after every timestamp message it receives (docs/nvrx-monitor.md), so it must be well below
+    #: ``progress_watchdog_interval_s`` (at most half of it, enforced), or the checks run rarely and a hang is caught
+    #: many seconds after the soft timeout.
+    monitor_process_interval_s: float = Field(default=0.1, gt=0)
+    #: NVRx's progress watchdog: how often it samples the main thread's automatic progress timestamp and sends it to
+    #: the monitor process (one message each time).
+    progress_watchdog_interval_s: float = Field(default=1.0, gt=0)
+    #: The soft timeout of a training step is derived from the measured step time (the longest gap between two
+    #: step pings of the last ``training.resilience.hang.WINDOW`` steps) times this factor, at least
+    #: ``step_timeout_floor_s`` and at most ``soft_timeout_s`` (the ceiling). The hard timeout moves with it: it stays
+    #: ``hard_timeout_s - soft_timeout_s`` after the derived soft timeout.
+    step_timeout_factor: float = Field(default=10.0, ge=1.0)
+    #: Lower bound of the derived step soft timeout: a slow step (a first step after a restart, a step competing with a
+    #: background checkpoint write) must not look like a hang. Set-up, restore and checkpoints are not measured against
+    #: it; they keep ``soft_timeout_s``.
+    step_timeout_floor_s: float = Field(default=3.0, gt=0)
+    #: Wait for other ranks to report concurrent faults before restarting (on every in-process restart's path).
+    last_call_wait_s: float = Field(default=0.2, gt=0)
     #: SIGTERM -> SIGKILL grace used by the hard timeout.
     termination_grace_s: float = Field(default=5.0, gt=0)
     #: FaultCounter: faults one rank may have before it is excluded (None = unlimited).
@@ -629,8 +649,21 @@ class InprocessConfig(_Strict):
             raise ValueError("heartbeat_interval_s must be below heartbeat_timeout_s")
         if self.heartbeat_timeout_s >= self.barrier_timeout_s:
             raise ValueError("NVRx needs heartbeat_timeout_s < barrier_timeout_s")
-        if self.monitor_interval_s >= min(self.soft_timeout_s, self.heartbeat_timeout_s):
-            raise ValueError("monitor_interval_s must be below soft_timeout_s and heartbeat_timeout_s")
+        for name in ("monitor_thread_interval_s", "monitor_process_interval_s", "progress_watchdog_interval_s"):
+            if getattr(self, name) >= min(self.soft_timeout_s, self.heartbeat_timeout_s):
+                raise ValueError(f"{name} must be below soft_timeout_s and heartbeat_timeout_s")
+        if 2 * self.monitor_process_interval_s > self.progress_watchdog_interval_s:
+            raise ValueError(
+                f"monitor_process_interval_s ({self.monitor_process_interval_s}) must be at most half of "
+                f"progress_watchdog_interval_s ({self.progress_watchdog_interval_s}): NVRx's monitor process skips its "
+                "timeout checks after every progress message, so with similar intervals it checks only now and then "
+                "and a hang is caught long after the soft timeout (docs/nvrx-monitor.md)"
+            )
+        if self.step_timeout_floor_s > self.soft_timeout_s:
+            raise ValueError(
+                f"step_timeout_floor_s ({self.step_timeout_floor_s}) must not exceed soft_timeout_s "
+                f"({self.soft_timeout_s}), the ceiling of the derived step timeout"
+            )
         return self
 
 
@@ -724,8 +757,11 @@ class LocalConfig(_Strict):
             barrier_timeout_s=20.0,
             completion_timeout_s=20.0,
             gloo_timeout_s=3.0,
-            monitor_interval_s=0.5,
-            last_call_wait_s=0.5,
+            monitor_thread_interval_s=0.5,
+            monitor_process_interval_s=0.05,
+            progress_watchdog_interval_s=0.5,
+            step_timeout_floor_s=2.0,
+            last_call_wait_s=0.1,
             termination_grace_s=2.0,
         )
     )

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
+import gc
 import os
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from training.resilience.exit_codes import (
 )
 from training.resilience.faults import FaultInjector, fired_faults, schedule_from_config
 from training.resilience.ft_monitor import FtMonitor
+from training.resilience.hooks import PhaseClock, ResilienceHooks
 from training.resilience.inprocess import (
     RestartTracker,
     apply_process_env,
@@ -54,89 +55,19 @@ from training.resilience.inprocess import (
     store_port,
     wrap,
 )
-from training.resilience.stall_dump import StallDump, threshold_s
+from training.resilience.restarts import previous_start_ns, restart_layer
 from training.telemetry.emf import EmfEmitter
 from training.telemetry.events import LAYERS, EventLog, env_int
 
 SUMMARY_FILE = "summary.json"
 #: Written by rank 0 once a restore under ``--fresh`` completed: every later restart or launch ignores ``--fresh``.
 FRESH_MARKER = "fresh_start.json"
-#: Step intervals (after the first) measured before the step-time check runs.
-STEP_CHECK_AFTER = 5
-
-
-def _ns_of_fault(run_dir: Path, since_ns: int) -> str | None:
-    """Kind of the newest fault (any rank) fired after ``since_ns``, from the persisted fault state."""
-    newest: tuple[int, str] | None = None
-    for path in (run_dir / "faults").glob("fired.rank*.json"):
-        with contextlib.suppress(json.JSONDecodeError, FileNotFoundError):
-            for key, ns in json.loads(path.read_text()).items():
-                if int(ns) > since_ns and (newest is None or int(ns) > newest[0]):
-                    newest = (int(ns), key.split("@", 1)[0])
-    return newest[1] if newest else None
-
-
-class ResilienceHooks:
-    """``TrainerHooks``: fault points, ft sections/heartbeats, timeout checks, extra checkpoint state."""
-
-    def __init__(
-        self,
-        cfg: ProjectConfig,
-        injector: FaultInjector,
-        monitor: FtMonitor,
-        *,
-        inprocess: bool,
-        ft_launcher: bool,
-    ) -> None:
-        self.cfg = cfg
-        self.injector = injector
-        self.monitor = monitor
-        self.inprocess = inprocess
-        self.ft_launcher = ft_launcher
-        self.measured: dict[str, float] = {}
-        self.stall = StallDump(threshold_s())
-        self._last_beat: float | None = None
-        self._intervals: list[float] = []
-        self._checked: set[str] = set()
-
-    def fault_point(self, phase: str, step: int) -> None:
-        self.injector.fault_point(phase, step)
-
-    @contextlib.contextmanager
-    def section(self, name: str) -> Iterator[None]:
-        t0 = time.monotonic()
-        with self.monitor.section(name):
-            yield
-        key = {"setup": "init_s", "checkpoint": "checkpoint_s"}.get(name)
-        if key and key not in self._checked:
-            self._check(key, time.monotonic() - t0)
-        if name == "checkpoint":
-            self.monitor.at_checkpoint()
-
-    def heartbeat(self, step: int) -> None:
-        self.monitor.heartbeat(step)
-        self.stall.progress()
-        now = time.monotonic()
-        if self._last_beat is not None:
-            self._intervals.append(now - self._last_beat)
-        self._last_beat = now
-        if len(self._intervals) == STEP_CHECK_AFTER and "step_s" not in self._checked:
-            self._check("step_s", max(self._intervals[1:]))
-
-    def reset_step_timing(self) -> None:
-        self._last_beat = None
-        self._intervals.clear()
-
-    def _check(self, key: str, value: float) -> None:
-        self._checked.add(key)
-        self.measured[key] = round(value, 4)
-        measured = timeout_check.Measured(**{key: value})
-        findings = timeout_check.check(self.cfg, measured, inprocess=self.inprocess, ft_launcher=self.ft_launcher)
-        if self.injector.rank == 0 or any(f.level == "error" for f in findings):
-            timeout_check.enforce(findings)
-
-    def extra_state(self) -> dict[str, Any]:
-        return {"fault_injector": self.injector, "ft_monitor": self.monitor}
+#: The worker's start-up phases, each a ``phase`` event (``s``: its seconds): ``imports`` (process start -> the Wrapper
+#: is built; ``start_ts`` is the process's start), ``wrapper`` (NVRx forks its monitor and meets the other ranks),
+#: then on every entry ``process_group``, ``model`` (data, model, FSDP, optimizer), ``restore`` and ``first_step``.
+PHASES = ("imports", "wrapper", "process_group", "model", "restore", "first_step")
+#: Failures that fail the Job instead of restarting it.
+FINAL_CAUSES = ("unrecoverable", "config", "no_usable_checkpoint", "checkpoint_root_missing")
 
 
 class Runner:
@@ -160,57 +91,73 @@ class Runner:
         self.injector = FaultInjector(faults, self.run_dir, self.rank, self.events, self.ledger, self.events.layer)
         self.monitor = FtMonitor(enabled=self.layers.ft_launcher, calculate_timeouts=cfg.ft.calculate_timeouts)
         self.hooks = ResilienceHooks(
-            cfg, self.injector, self.monitor, inprocess=self.layers.inprocess, ft_launcher=self.layers.ft_launcher
+            cfg,
+            self.injector,
+            self.monitor,
+            inprocess=self.layers.inprocess,
+            ft_launcher=self.layers.ft_launcher,
+            events=self.events,
         )
         self.tracker = RestartTracker()
-        self.entered_ns = self._previous_start_ns()
+        self.entered_ns = previous_start_ns(self.run_dir, self.rank)
+        self.clock = PhaseClock(self.events)
         self.last_step = 0
         self.completed = False  # the target step was reached (the exit code is 0 whatever teardown does)
         self.summary: dict[str, Any] | None = None
         self._store: Any = None
+        self._wrapped = False
 
     def _default_layer(self) -> str:
         if self.layers.inprocess:
             return "inprocess"
         return "ft_launcher" if self.layers.ft_launcher else "job"
 
-    def _previous_start_ns(self) -> int:
-        """When the previous process of this rank started (0 if none); records this start."""
-        path = self.run_dir / "faults" / f"start.rank{self.rank}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            prev = int(json.loads(path.read_text())["ns"])
-        except (FileNotFoundError, json.JSONDecodeError, KeyError):
-            prev = 0
-        atomic_write_json(path, {"ns": time.time_ns()})
-        return prev
-
     def _restart_layer(self, iteration: int) -> tuple[str, str] | None:
-        """(layer, cause) if this entry is a recovery, else None.
-
-        The job layer covers a replacement pod (``JOB_ATTEMPT`` > 0: earlier pods of this index failed or were
-        lost) and a launcher its pod's supervisor relaunched to rejoin after a peer was lost (``POD_RELAUNCH`` > 0).
-        """
-        if iteration > 0:
-            cause = _ns_of_fault(self.run_dir, self.entered_ns) or self.tracker.cause or "peer_fault"
-            return "inprocess", cause
-        # This rank already started once during the pod's current launch (the supervisor's POD_LAUNCH_NS): its
-        # launcher restarted the workers, counted (TORCHELASTIC_RESTART_COUNT) or to let a new node in (a membership
-        # change, which the count does not show).
-        again = self.entered_ns > env_int("POD_LAUNCH_NS") > 0
-        if self.layers.ft_launcher and (env_int("TORCHELASTIC_RESTART_COUNT") > 0 or again):
-            return "ft_launcher", _ns_of_fault(self.run_dir, self.entered_ns) or "worker_failure"
-        if again:  # torchrun: a membership change, part of the job layer's recovery
-            return "job", _ns_of_fault(self.run_dir, self.entered_ns) or "peer_lost"
-        if (env_int("JOB_ATTEMPT") > 0 or env_int("POD_RELAUNCH") > 0) and self.entered_ns:
-            default = "peer_lost" if env_int("POD_RELAUNCH") > 0 else "pod_failure"
-            return "job", _ns_of_fault(self.run_dir, self.entered_ns) or default
-        return None
+        return restart_layer(self.layers, self.run_dir, self.entered_ns, iteration, self.tracker.cause)
 
     def __call__(self, call_wrapper: Any = None) -> int:
-        from training.parallel import distributed
         from training.trainer import Trainer
 
+        restart = self._enter(call_wrapper)
+        self._init_process_group(self.events.iteration)
+        self.clock.lap("process_group")
+        trainer = Trainer(
+            self.cfg,
+            self.run_dir,
+            self.events,
+            checkpoint_mode=self.layers.checkpoint_mode,
+            target_steps=self.steps,
+            hooks=self.hooks,
+            allow_fresh_start=self._fresh_allowed(),
+        )
+        finished = False
+        try:
+            self._prepare(trainer, restart)
+            final = trainer.train()
+            self.hooks.pings.release()  # the closing save and teardown are no steps
+            self._complete(trainer, final)
+            finished = True
+            return final
+        except Exception as err:
+            self.last_step = max(self.last_step, getattr(trainer, "step", 0) or 0)
+            cause = classify(err)
+            # Injected faults were counted when they fired; a lost peer is the peer's fault, counted by its own rank.
+            if getattr(err, "fault_kind", None) is None and cause != "peer_lost":
+                self.ledger.record(cause, self.last_step)
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                trainer.close(failed=not finished)  # a failure in setup/restore too: no collectives
+            if finished:
+                from training.parallel import distributed
+
+                distributed.destroy_process_group()
+            # On the error path the group is left alone: under the in-process layer NVRx's monitor thread
+            # aborts and destroys it (destroying it here as well raced that abort: on NCCL, heap corruption and
+            # SIGABRT); without that layer the process exits next.
+
+    def _enter(self, call_wrapper: Any) -> tuple[str, str] | None:
+        """Bookkeeping of an entry: rank, restart events, the rank-monitor connection; returns the restart, if any."""
         iteration = call_wrapper.iteration if call_wrapper is not None else 0
         self.rank = int(os.environ.get("RANK", self.rank))
         self.world_size = int(os.environ.get("WORLD_SIZE", self.world_size))
@@ -218,6 +165,7 @@ class Runner:
         self.events.iteration = iteration
         restart = self._restart_layer(iteration)
         entered_ns = time.time_ns()
+        self.hooks.pings.bind(call_wrapper)
         if call_wrapper is not None:
             self.monitor.guard = call_wrapper.atomic
         # Connect to ft_launcher's rank monitor here, inside the in-process Wrapper (once per process): NVRx forks
@@ -239,49 +187,36 @@ class Runner:
         self.entered_ns = entered_ns
         self.hooks.stall.progress()  # (re-)entering counts as progress: a stall from here on gets a stack dump
         self.ledger.check()
-        self._init_process_group(iteration)
+        if iteration == 0 and call_wrapper is not None and not self._wrapped:
+            self.clock.lap("wrapper")  # NVRx built its monitor process and met the other ranks
+        else:
+            self.clock.restart()
+        self._wrapped = True
+        return restart
+
+    def _prepare(self, trainer: Any, restart: tuple[str, str] | None) -> None:
+        """Set up and restore the trainer (timed phases), then the restart's end."""
+        from training.parallel import distributed
+
         self.events.emit("start", world_size=self.world_size, mode=self.mode.value, device=str(distributed.device()))
-        trainer = Trainer(
-            self.cfg,
-            self.run_dir,
-            self.events,
-            checkpoint_mode=self.layers.checkpoint_mode,
-            target_steps=self.steps,
-            hooks=self.hooks,
-            allow_fresh_start=self._fresh_allowed(),
-        )
-        finished = False
-        try:
-            trainer.setup()
-            resumed = trainer.restore()
-            if trainer.allow_fresh_start and self.rank == 0:
-                atomic_write_json(self.run_dir / FRESH_MARKER, {"ns": time.time_ns(), "resumed_step": resumed})
-            if restart:
-                self.events.emit("restart_end", layer=restart[0], emit_layer=restart[0], resumed_step=resumed)
-            final = trainer.train()
-            self.last_step = final
-            digest = trainer.state_digest()
-            trainer.close()
-            self.completed = final >= self.steps  # trained and saved
-            if self.rank == 0:
-                self.summary = self._summary(final, digest)
-            finished = True
-            return final
-        except Exception as err:
-            self.last_step = max(self.last_step, getattr(trainer, "step", 0) or 0)
-            cause = classify(err)
-            # Injected faults were counted when they fired; a lost peer is the peer's fault, counted by its own rank.
-            if getattr(err, "fault_kind", None) is None and cause != "peer_lost":
-                self.ledger.record(cause, self.last_step)
-            raise
-        finally:
-            with contextlib.suppress(Exception):
-                trainer.close(failed=not finished)  # a failure in setup/restore too: no collectives
-            if finished:
-                distributed.destroy_process_group()
-            # On the error path the group is left alone: under the in-process layer NVRx's monitor thread
-            # aborts and destroys it (destroying it here as well raced that abort: on NCCL, heap corruption and
-            # SIGABRT); without that layer the process exits next.
+        trainer.setup()
+        self.clock.lap("model", meta=trainer.on_meta)
+        resumed = trainer.restore()
+        self.clock.lap("restore")
+        self.hooks.clock = self.clock  # the first heartbeat laps ``first_step``
+        if trainer.allow_fresh_start and self.rank == 0:
+            atomic_write_json(self.run_dir / FRESH_MARKER, {"ns": time.time_ns(), "resumed_step": resumed})
+        if restart:
+            self.events.emit("restart_end", layer=restart[0], emit_layer=restart[0], resumed_step=resumed)
+
+    def _complete(self, trainer: Any, final: int) -> None:
+        """The target was reached: digest, close, summary."""
+        self.last_step = final
+        digest = trainer.state_digest()
+        trainer.close()
+        self.completed = final >= self.steps  # trained and saved
+        if self.rank == 0:
+            self.summary = write_summary(self, final, digest)
 
     def _fresh_allowed(self) -> bool:
         """``--fresh`` holds for the first launch of a run only: not once a restore under it has completed."""
@@ -333,32 +268,33 @@ class Runner:
         distributed.store_barrier(store, self.world_size, self.cfg.inprocess.barrier_timeout_s)
         distributed.init_process_group(timeout_s=timeout_s, store=store, rank=self.rank, world_size=self.world_size)
 
-    def _summary(self, final: int, digest: str) -> dict[str, Any]:
-        """``summary.json``; ``restarts_by_layer`` counts the faults each layer recovered (``goodput.analyze``: all
-        ranks' restarts for one fault are one recovery, by the outermost layer involved)."""
-        from training.telemetry.goodput import analyze, load_events
 
-        run = analyze(load_events(self.run_dir).events)
-        by_layer = dict.fromkeys(LAYERS, 0)
-        for fault in run.faults:
-            if fault.layer in by_layer:
-                by_layer[fault.layer] += 1
-        fired = sorted(f"{key} (rank {rank})" for rank, key in fired_faults(self.run_dir))
-        # Node faults are fired by the cluster (the local runner), which logs them as events only.
-        fired += sorted(f"{f.kind}@{f.step} (pod {f.pod})" for f in run.faults if f.injected and f.pod is not None)
-        summary = {
-            "final_step": final,
-            "target_steps": self.steps,
-            "final_state_sha256": digest,
-            "faults_injected": len(fired),
-            "faults": fired,
-            "restarts_by_layer": by_layer,
-            "mode": self.mode.value,
-            "world_size": self.world_size,
-            "measured_s": self.hooks.measured,
-        }
-        atomic_write_json(self.run_dir / SUMMARY_FILE, summary)
-        return summary
+def write_summary(runner: Runner, final: int, digest: str) -> dict[str, Any]:
+    """``summary.json``; ``restarts_by_layer`` counts the faults each layer recovered (``goodput.analyze``: all ranks'
+    restarts for one fault are one recovery, by the outermost layer involved)."""
+    from training.telemetry.goodput import analyze, load_events
+
+    run = analyze(load_events(runner.run_dir).events)
+    by_layer = dict.fromkeys(LAYERS, 0)
+    for fault in run.faults:
+        if fault.layer in by_layer:
+            by_layer[fault.layer] += 1
+    fired = sorted(f"{key} (rank {rank})" for rank, key in fired_faults(runner.run_dir))
+    # Node faults are fired by the cluster (the local runner), which logs them as events only.
+    fired += sorted(f"{f.kind}@{f.step} (pod {f.pod})" for f in run.faults if f.injected and f.pod is not None)
+    summary = {
+        "final_step": final,
+        "target_steps": runner.steps,
+        "final_state_sha256": digest,
+        "faults_injected": len(fired),
+        "faults": fired,
+        "restarts_by_layer": by_layer,
+        "mode": runner.mode.value,
+        "world_size": runner.world_size,
+        "measured_s": runner.hooks.measured,
+    }
+    atomic_write_json(runner.run_dir / SUMMARY_FILE, summary)
+    return summary
 
 
 #: What a shell reports for a process ended by SIGTERM; the trainer exits with it after a clean stop, so the pod's
@@ -430,8 +366,57 @@ def resolve_config(args: argparse.Namespace) -> tuple[ProjectConfig, RecoveryMod
     return cfg, mode
 
 
-def run(args: argparse.Namespace) -> int:
-    """Train; returns the process exit code."""
+@dataclass
+class Exit:
+    """How a worker leaves: its exit code and cause; ``primary``: this rank's cause is the run's (not a consequence
+    of another rank's fault); ``final``: fail the Job, ask ft_launcher not to restart."""
+
+    code: int = 0
+    cause: str = "completed"
+    message: str = ""
+    primary: bool = True
+    final: bool = False
+
+
+def exit_policy(err: BaseException | None, runner: Runner, unrecoverable: int) -> Exit:
+    """The exit code of a worker whose training function ended with ``err`` (None: it returned)."""
+    if err is None:
+        return Exit()
+    if isinstance(err, UnrecoverableError):
+        cause = getattr(err, "cause", "unrecoverable")
+        out = Exit(exit_code_for(cause, unrecoverable), cause, err.reason, final=True)
+    elif isinstance(err, Terminated):
+        out = Exit(TERMINATED_EXIT_CODE, "terminated", str(err), primary=False)
+    elif is_restart_abort(err) or runner.tracker.abort_cause is not None:
+        # NVRx 0.4.1's Wrapper may raise a teardown error of its own on top of the RestartAbort our initialize raised:
+        # the tracker knows the Wrapper ended because of that abort. Ranks were lost (another pod's failure) or
+        # restarts came too fast: neither fails the Job here. The lost peer's pod is replaced and this one rejoins; a
+        # rate budget hands the fault to the next layer.
+        if runner.tracker.abort_cause == "peer_lost":
+            cause = "peer_lost"
+        else:
+            cause = runner.tracker.cause if runner.tracker.cause not in (None, "peer_lost") else "exception"
+        # primary=False: usually a consequence of another rank leaving: keep that rank's cause
+        out = Exit(exit_code_for(cause, unrecoverable), cause, f"in-process layer stopped: {err}", primary=False)
+    else:
+        cause = classify(err)
+        if runner.layers.ft_launcher or not isinstance(err, Exception):
+            traceback.print_exception(err)
+        out = Exit(exit_code_for(cause, unrecoverable), cause, f"{type(err).__name__}: {err}")
+    out.final = out.final or out.cause in FINAL_CAUSES
+    if out.code and runner.completed:
+        # Training reached its target and its final state is saved: an error while tearing down (NVRx's Wrapper
+        # talking to a store whose host, a pod that already finished, is gone; the launcher's SIGTERM as it leaves)
+        # must not turn the success into a lost peer, which would send this pod back to a rendezvous nobody hosts.
+        print(
+            f"[train] rank {runner.rank}: completed; ignoring a teardown error ({out.cause}): {out.message}", flush=True
+        )
+        return Exit()
+    return out
+
+
+def setup(args: argparse.Namespace) -> Runner:
+    """Config, process environment, signals, the static timeout checks and the eager imports; the Runner."""
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "error")
     cfg, mode = resolve_config(args)
     layers = MODE_LAYERS[mode]
@@ -442,78 +427,75 @@ def run(args: argparse.Namespace) -> int:
                 if old is not None:
                     print(f"[train] in-process layer: {name}={new} (was {old})", flush=True)
     runner = Runner(cfg, args, mode)
-    unrecoverable = cfg.ft.unrecoverable_exit_code
     signal.signal(signal.SIGTERM, _on_sigterm)
     for f in timeout_check.check_static(cfg, inprocess=layers.inprocess, ft_launcher=layers.ft_launcher):
         if runner.rank == 0:
             print(f"[timeout-check] {f}", flush=True)
-    code, cause, message, primary, final = 0, "completed", "", True, False
-    if layers.inprocess:
-        # Import lazily-loaded heavy modules before entering the Wrapper: an asynchronous RankShouldRestart that
-        # lands in the middle of an import leaves a half-initialised module behind (seen on CPU: a fault during
-        # another rank's setup broke torch._dynamo for every later iteration).
-        import torch._dynamo  # noqa: F401
+    # Import the heavy modules before entering the Wrapper: an asynchronous RankShouldRestart that lands in the middle
+    # of an import leaves a half-initialised module behind (seen on CPU: a fault during another rank's setup broke
+    # torch._dynamo, which FSDP2's fully_shard imports, for every later iteration).
+    import torch._dynamo  # noqa: F401
 
-        import training.trainer  # noqa: F401
+    import training.trainer  # noqa: F401
+
+    # What the imports made lives as long as the process: out of the collector's sight, every later collection is
+    # shorter (NVRx collects until nothing is left after each in-process restart).
+    gc.collect()
+    gc.freeze()
+    start_ts = _process_start_ts()
+    runner.clock.t = time.monotonic() - (time.time() - start_ts)  # the imports phase counts from the process's start
+    runner.clock.lap("imports", start_ts=start_ts)
+    return runner
+
+
+def call(runner: Runner) -> None:
+    """Run the training function: inside NVRx's in-process Wrapper when that layer is on, else once."""
+    if not runner.layers.inprocess:
+        runner()
+        return
+    cfg = runner.cfg
+    world = runner.world_size
+    wrapper = build_wrapper(
+        cfg.inprocess,
+        port=store_port(cfg.job.inprocess_store_port),
+        min_world_size=min(cfg.inprocess.min_world_size or world, world),
+        tracker=runner.tracker,
+        log_dir=_monitor_log_dir(runner.run_dir),
+        on_fault=[_abandon_async_saves],
+    )
+    wrap(wrapper, runner)()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train; returns the process exit code."""
+    runner = setup(args)
+    unrecoverable = runner.cfg.ft.unrecoverable_exit_code
     try:
-        if layers.inprocess:
-            world = runner.world_size
-            min_world = min(cfg.inprocess.min_world_size or world, world)
-            wrapper = build_wrapper(
-                cfg.inprocess,
-                port=store_port(cfg.job.inprocess_store_port),
-                min_world_size=min_world,
-                tracker=runner.tracker,
-                log_dir=_monitor_log_dir(args.run_dir),
-                on_fault=[_abandon_async_saves],
-            )
-            wrap(wrapper, runner)()
-        else:
-            runner()
-    except UnrecoverableError as err:
-        cause = getattr(err, "cause", "unrecoverable")
-        code, message, final = exit_code_for(cause, unrecoverable), err.reason, True
-    except Terminated as err:
-        cause, code, message, primary = "terminated", TERMINATED_EXIT_CODE, str(err), False
+        call(runner)
+        out = exit_policy(None, runner, unrecoverable)
     except BaseException as err:
-        # NVRx 0.4.1's Wrapper may raise a teardown error of its own on top of the RestartAbort our initialize raised:
-        # the tracker knows the Wrapper ended because of that abort.
-        if is_restart_abort(err) or runner.tracker.abort_cause is not None:
-            # Ranks were lost (another pod's failure) or restarts came too fast: neither fails the Job here. The lost
-            # peer's pod is replaced and this one rejoins; a rate budget hands the fault to the next layer.
-            if runner.tracker.abort_cause == "peer_lost":
-                cause = "peer_lost"
-            else:
-                cause = runner.tracker.cause if runner.tracker.cause not in (None, "peer_lost") else "exception"
-            message = f"in-process layer stopped: {err}"
-            primary = False  # usually a consequence of another rank leaving: keep that rank's cause
-        else:
-            cause = classify(err)
-            message = f"{type(err).__name__}: {err}"
-            if layers.ft_launcher or not isinstance(err, Exception):
-                traceback.print_exc()
-        code = exit_code_for(cause, unrecoverable)
-        final = cause in ("unrecoverable", "config", "no_usable_checkpoint", "checkpoint_root_missing")
-    if code and runner.completed:
-        # Training reached its target and its final state is saved: an error while tearing down (NVRx's Wrapper
-        # talking to a store whose host, a pod that already finished, is gone; the launcher's SIGTERM as it leaves)
-        # must not turn the success into a lost peer, which would send this pod back to a rendezvous nobody hosts.
-        print(f"[train] rank {runner.rank}: completed; ignoring a teardown error ({cause}): {message}", flush=True)
-        code, cause = 0, "completed"
-    if code:
-        print(f"[train] rank {runner.rank}: exiting with code {code} ({cause}): {message}", file=sys.stderr, flush=True)
+        out = exit_policy(err, runner, unrecoverable)
+    if out.code:
+        msg = f"[train] rank {runner.rank}: exiting with code {out.code} ({out.cause}): {out.message}"
+        print(msg, file=sys.stderr, flush=True)
         keep = frozenset(fail_job_exit_codes(unrecoverable))
         write_exit_status(
-            args.run_dir, code, cause, message[:2000], runner.rank, overwrite=primary, keep_codes=keep, final=final
-        )
-        if final:
-            runner.monitor.request_shutdown(f"{cause}: {message[:200]}")
+            args.run_dir, out.code, out.cause, out.message[:2000], runner.rank, overwrite=out.primary, keep_codes=keep,
+            final=out.final,
+        )  # fmt: skip
+        if out.final:
+            runner.monitor.request_shutdown(f"{out.cause}: {out.message[:200]}")
+    _finish(runner, out)
+    return out.code
+
+
+def _finish(runner: Runner, out: Exit) -> None:
     runner.hooks.stall.stop()
-    runner.events.emit("exit", reason=cause, code=code, step=runner.last_step)
+    runner.events.emit("exit", reason=out.cause, code=out.code, step=runner.last_step)
     if runner.emf.enabled and runner.summary is not None:  # rank 0 of a finished run: the run's goodput
         from training.telemetry.goodput import analyze, load_events
 
-        run = analyze(load_events(args.run_dir).events)
+        run = analyze(load_events(runner.run_dir).events)
         runner.emf.goodput(training=run.training_goodput, infrastructure=run.infrastructure_goodput)
     runner.monitor.shutdown()
     if runner.summary is not None:
@@ -523,7 +505,13 @@ def run(args: argparse.Namespace) -> int:
             f"faults {s['faults_injected']}, state sha256 {s['final_state_sha256'][:16]}...",
             flush=True,
         )
-    return code
+
+
+def _process_start_ts() -> float:
+    """When this process started (wall clock)."""
+    import psutil
+
+    return psutil.Process().create_time()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,15 +11,19 @@ import math
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager as ContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
 
 from platform_config.schema import ProjectConfig
+from training.checkpoint.errors import MarkerReadError
+from training.checkpoint.files import list_committed
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import AppState, state_digest
 from training.data.dataset import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
@@ -67,6 +71,42 @@ def lr_at(step: int, *, lr: float, min_lr: float, warmup: int, total: int) -> fl
         return lr * step / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    size: str
+    vocab: int
+    max_seq_len: int
+    hf_args: ModelArgs | None
+    seed: int
+
+
+def initialised_model(spec: ModelSpec) -> torch.nn.Module:
+    """The full model on the CPU with its seeded initial weights (identical on every rank, before sharding)."""
+    torch.manual_seed(spec.seed)
+    return build_model(spec.size, spec.vocab, max_seq_len=spec.max_seq_len, args=spec.hf_args)
+
+
+def sharded_model(spec: ModelSpec, dev: torch.device, *, on_meta: bool) -> torch.nn.Module:
+    """The FSDP2-sharded model on ``dev``: initialised, or (``on_meta``) built on the meta device and allocated
+    uninitialised, the RoPE tables recomputed, for a restore to fill."""
+    if not on_meta:
+        return apply_fsdp(initialised_model(spec), dev)
+    with torch.device("meta"):
+        model = build_model(spec.size, spec.vocab, max_seq_len=spec.max_seq_len, args=spec.hf_args)
+    model = apply_fsdp(model, dev)
+    model.init_rope()
+    return model
+
+
+def committed_checkpoint_exists(root: Path) -> bool:
+    """Whether the restore will find a committed checkpoint. A marker that cannot be read counts as none here: the
+    model is initialised, and the restore reports the marker."""
+    try:
+        return bool(list_committed(root))
+    except MarkerReadError:
+        return False
 
 
 class Trainer:
@@ -125,17 +165,18 @@ class Trainer:
             )
             hf_args = self._hf_model_args()
             vocab = hf_args.vocab_size if hf_args else max(self.train_data.vocab_size, TOKENIZER.vocab_size)
-            torch.manual_seed(tc.seed)  # identical initial weights on every rank, before sharding
-            model = build_model(self.cfg.model.size, vocab, max_seq_len=max(tc.seq_len, 8), args=hf_args)
-            self.flops_per_token = flops_per_token(model.args, tc.seq_len)
-            self.model = apply_fsdp(model, self.device)
+            self._model_spec = ModelSpec(self.cfg.model.size, vocab, max(tc.seq_len, 8), hf_args, tc.seed)
+            root = Path(self.cfg.checkpoint.dir) if self.cfg.checkpoint.dir else self.run_dir / "checkpoints"
+            # With a committed checkpoint the restore fills every weight: this rank's shards only, nothing initialised.
+            self.on_meta = committed_checkpoint_exists(root)
+            self.model = sharded_model(self._model_spec, self.device, on_meta=self.on_meta)
+            self.flops_per_token = flops_per_token(self.model.args, tc.seq_len)
             self.optimizer = torch.optim.AdamW(
                 self.model.parameters(), lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay
             )
             self.state = AppState(
                 self.model, self.optimizer, self.sampler, rank=self.rank, extra=self.hooks.extra_state()
             )
-            root = Path(self.cfg.checkpoint.dir) if self.cfg.checkpoint.dir else self.run_dir / "checkpoints"
             self.ckpt = CheckpointManager(
                 root,
                 self.checkpoint_mode,
@@ -147,6 +188,13 @@ class Trainer:
                 nvrx_staging=self.cfg.checkpoint.nvrx_staging,
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
+
+    def _initialise_weights(self) -> None:
+        """A fresh start after all on a model built on the meta device (its checkpoints were unusable or gone):
+        the seeded initial weights, exactly those of :func:`initialised_model`, each rank taking its shards."""
+        full = initialised_model(self._model_spec).state_dict()
+        set_model_state_dict(self.model, full, options=StateDictOptions(full_state_dict=True))
+        self.on_meta = False
 
     def _hf_model_args(self) -> ModelArgs | None:
         """The shape of ``model.hf_checkpoint`` (None without one); its vocabulary must cover the data's."""
@@ -179,6 +227,8 @@ class Trainer:
                 allow_fresh_start=self.allow_fresh_start,
                 before_load=lambda s: self.hooks.fault_point("restore", s),
             )
+            if step is None and self.on_meta:
+                self._initialise_weights()
             if step is None and self.cfg.model.hf_checkpoint:
                 n = load_hf_weights(self.model, self.cfg.model.hf_checkpoint, rank=self.rank)
                 if self.rank == 0:
@@ -258,8 +308,9 @@ class Trainer:
                 if step % cc.interval_steps == 0:
                     self.save_checkpoint()
                 if tc.eval_interval and step % tc.eval_interval == 0:
-                    self.hooks.fault_point("eval", step)
-                    eval_loss = self.evaluate()
+                    with self.hooks.section("eval"):
+                        self.hooks.fault_point("eval", step)
+                        eval_loss = self.evaluate()
                     self.eval_losses[step] = eval_loss
                     if self.rank == 0:
                         self.events.emit("eval", step=step, loss=eval_loss)

@@ -62,6 +62,7 @@ def local_run(
     env: dict[str, str] | None = None,
     timeout_s: float = 240,
     fresh: bool = True,
+    nproc: int = 2,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m training.local`` with ``config`` (default: a copy of :data:`FAST_CONFIG`) on fresh ports;
     ``fresh=False`` launches the same run again (the run directory is kept)."""
@@ -79,6 +80,7 @@ def local_run(
         env=env or child_env(),
         timeout_s=timeout_s,
         fresh=fresh,
+        nproc=nproc,
     )
 
 

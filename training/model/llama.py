@@ -139,6 +139,14 @@ class Transformer(nn.Module):
         self.register_buffer("rope", tables, persistent=False)
         self.reset_parameters()
 
+    def init_rope(self) -> None:
+        """Fill the RoPE tables in place, computed on the CPU as ``__init__`` does (so that they are bitwise the same on
+        every device): after ``to_empty`` of a model built on the meta device."""
+        a = self.args
+        tables = rope_tables(a.head_dim, a.max_seq_len, a.rope_theta, scaling=a.rope_scaling)
+        with torch.no_grad():
+            self.rope.copy_(tables.to(self.rope.device))
+
     def reset_parameters(self) -> None:
         """Deterministic init (given the torch seed): normal(0, 0.02), residual outputs scaled by depth."""
         std = 0.02

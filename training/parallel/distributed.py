@@ -143,13 +143,21 @@ def mixed_precision_policy(dev: torch.device) -> MixedPrecisionPolicy:
 
 
 def apply_fsdp(model: nn.Module, dev: torch.device | None = None) -> nn.Module:
-    """Shard every transformer block, then the root, with FSDP2 ``fully_shard`` (model moved to ``dev`` first)."""
+    """Shard every transformer block, then the root, with FSDP2 ``fully_shard`` (model moved to ``dev`` first).
+
+    A model built on the meta device is sharded there, then only this rank's shards are allocated on ``dev``
+    (``to_empty``: uninitialised; the caller fills them, from a checkpoint or an initialisation, and recomputes
+    non-persistent buffers)."""
     dev = dev or device()
-    model.to(dev)
+    on_meta = any(p.is_meta for p in model.parameters())
+    if not on_meta:
+        model.to(dev)
     mp = mixed_precision_policy(dev)
     layers = getattr(model, "layers", [])
     for i, block in enumerate(layers):
         # The last block's parameters are needed right away by backward: keep them gathered.
         fully_shard(block, mp_policy=mp, reshard_after_forward=i < len(layers) - 1)
     fully_shard(model, mp_policy=mp)
+    if on_meta:
+        model.to_empty(device=dev)
     return model

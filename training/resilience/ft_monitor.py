@@ -54,6 +54,9 @@ class FtMonitor:
         self.guard: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
         self._open: set[str] = set()
         self._loaded: dict[str, Any] | None = None
+        #: The message whose exchange (request, then the monitor's reply) was cut short by an exception from outside
+        #: (NVRx's restart): the connection is out of step and is replaced before the next message (:meth:`_send`).
+        self._cut: str | None = None
         if enabled and not self.active:
             log.info("ft_monitor: not under ft_launcher (%s unset): heartbeats and sections are no-ops", IPC_ENV)
 
@@ -87,20 +90,37 @@ class FtMonitor:
             self.client.shutdown_workload_monitoring()
         self.client = None
         self._open.clear()
+        self._cut = None
         self.start()
 
     def _send(self, method: str, *args: Any, retry: bool = True) -> None:
-        """One message to the rank monitor under :attr:`guard`; a broken stream is reconnected once."""
+        """One message to the rank monitor under :attr:`guard`; a broken stream is reconnected once.
+
+        An exchange that an exception from outside cut short (NVRx raises its restart exception into the main thread,
+        possibly between the request and the reply, or between the reply's length and its body) leaves the stream out
+        of step: the next reply read would start mid-message, and the client would wait for bytes that never come
+        (seen on the local cluster: ``end_all_sections`` blocked in ``recv`` at an in-process re-entry, the rank's
+        NVRx soft timeout fired, and the in-process restart became an ft_launcher one). Such a connection is
+        replaced before the next message.
+        """
         with self.guard():
+            if self._cut is not None:
+                log.warning("ft_monitor: the %s exchange was cut short; reconnecting to the rank monitor", self._cut)
+                self._cut = None
+                self.reconnect()
+            self._cut = method
             try:
                 getattr(self.client, method)(*args)
             except Exception as err:
+                self._cut = None
                 if not _stream_broken(err):
                     raise
                 log.warning("ft_monitor: %s failed (%s); reconnecting to the rank monitor", method, err)
                 self.reconnect()
                 if retry:
                     getattr(self.client, method)(*args)
+            else:
+                self._cut = None
 
     def heartbeat(self, step: int) -> None:
         if self.client is not None:
@@ -117,12 +137,10 @@ class FtMonitor:
         try:
             yield
         except BaseException:
-            # Unguarded: while NVRx terminates an iteration the guard would spin, and NVRx keeps raising its
-            # restart exception into code that runs meanwhile. A message cut short here breaks the stream; the
-            # next send reconnects (:meth:`_send`), or the process exits.
+            # Nothing is sent here: while NVRx terminates an iteration the guard would spin, and NVRx keeps raising its
+            # restart exception into code that runs meanwhile, so a message sent now is likely cut short. The section
+            # is closed by :meth:`end_all_sections` at the in-process re-entry, or by the process's exit.
             self._open.discard(name)
-            with contextlib.suppress(Exception):
-                self.client.end_section(name)
             raise
         if name in self._open:  # (a reconnect meanwhile closed every section)
             self._open.discard(name)
@@ -132,8 +150,7 @@ class FtMonitor:
         """Close open sections (after an in-process restart interrupted them)."""
         self._open.clear()
         if self.client is not None:
-            with contextlib.suppress(Exception):
-                self.client.end_all_sections()
+            self._send("end_all_sections")
 
     def at_checkpoint(self) -> None:
         """Let NVRx compute timeouts from observed times (collective; opt-in)."""

@@ -203,7 +203,6 @@ def build_wrapper(
     if torch.cuda.is_available():
         checks.append(inprocess.health_check.CudaHealthCheck(timeout=_td(ip.soft_timeout_s)))
     checks.append(inprocess.health_check.FaultCounter(max_rank_faults=ip.max_rank_faults))
-    monitor = _td(ip.monitor_interval_s)
     logfile = str((log_dir / "inprocess_monitor_{rank}.log").resolve()) if log_dir else None
     kwargs = wrapper_kwargs(
         inprocess.Wrapper,
@@ -211,9 +210,11 @@ def build_wrapper(
         initialize=_initialize_class()(tracker, ip.max_iterations, ip.restart_window_s, min_world_size),
         finalize=_finalize_class()(tracker, on_fault),
         health_check=inprocess.Compose(*checks),
-        monitor_thread_interval=monitor,
-        monitor_process_interval=monitor,
-        progress_watchdog_interval=monitor,
+        # Separate intervals: NVRx's monitor process skips its timeout checks after each progress message, so it must
+        # wake up far more often than the watchdog sends (docs/nvrx-monitor.md).
+        monitor_thread_interval=_td(ip.monitor_thread_interval_s),
+        monitor_process_interval=_td(ip.monitor_process_interval_s),
+        progress_watchdog_interval=_td(ip.progress_watchdog_interval_s),
         heartbeat_interval=_td(ip.heartbeat_interval_s),
         soft_timeout=_td(ip.soft_timeout_s),
         hard_timeout=_td(ip.hard_timeout_s),

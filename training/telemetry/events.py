@@ -40,6 +40,8 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "restart_begin": ("cause", "layer"),  # detection of a fault by a restart layer
     "restart_end": ("layer",),  # the layer finished restarting; training resumes
     "restore": ("from_step", "tier"),  # tier: "memory" | "local" | "persistent" | "none"
+    "phase": ("phase", "s"),  # a start-up phase of a worker (training.train's PHASES) took s seconds
+    "hang_timeouts": ("soft_s", "hard_s", "step_s"),  # the step soft/hard timeouts derived from the step time
     "exit": ("reason", "code"),
 }
 

@@ -35,3 +35,26 @@ def test_ft_launcher_mode_recovers_exception_comm_and_hang(tmp_path: Path) -> No
     assert all(f["ts"] < b["ts"] for f, b in zip(faults, begins, strict=True))
     summary = json.loads((tmp_path / "ft" / "summary.json").read_text())
     assert summary["restarts_by_layer"] == {"inprocess": 0, "ft_launcher": 3, "job": 0}
+
+
+def test_a_hang_on_the_only_rank_is_recovered_in_process(tmp_path: Path) -> None:
+    """World size 1, a rank spinning in Python: no peer's collective times out, and NVRx's automatic progress timestamp
+    keeps moving. The step pings' manual timestamp fires NVRx's soft timeout (before: ft_launcher, after its step
+    section timeout)."""
+    from platform_config import load_config
+
+    proc = local_run(tmp_path / "ws1", steps=16, faults="hang@12:0", nproc=1)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "ws1" / "summary.json").read_text())
+    assert summary["restarts_by_layer"] == {"inprocess": 1, "ft_launcher": 0, "job": 0}
+    assert (
+        "RankShouldRestart('Interruption.SOFT_TIMEOUT on ranks={0}')" in (tmp_path / "ws1" / "launcher.log").read_text()
+    )
+    events = read_events(tmp_path / "ws1")
+    assert [e["resumed_step"] for e in events if e["event"] == "restart_end"] == [10]  # checkpoint every 5 steps
+    ip = load_config().local.inprocess
+    timeouts = [e for e in events if e["event"] == "hang_timeouts"]
+    assert timeouts, "no derived step timeout before the hang"
+    for e in timeouts:  # derived within [floor, ceiling]; the hard timeout keeps its distance to the soft one
+        assert ip.step_timeout_floor_s <= e["soft_s"] <= ip.soft_timeout_s
+        assert e["hard_s"] - e["soft_s"] == pytest.approx(ip.hard_timeout_s - ip.soft_timeout_s)

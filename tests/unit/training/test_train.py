@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from training.common.files import atomic_write_json
-from training.train import _ns_of_fault, parse_args, resolve_config
+from training.resilience.restarts import newest_fault_since, restart_layer
+from training.train import parse_args, resolve_config
 
 
 def test_short_timeouts_and_mode_override() -> None:
@@ -22,9 +23,9 @@ def test_restart_cause_is_the_newest_fault_since(tmp_path: Path) -> None:
     (tmp_path / "faults").mkdir()
     atomic_write_json(tmp_path / "faults" / "fired.rank0.json", {"exception@3:0/step": 100})
     atomic_write_json(tmp_path / "faults" / "fired.rank1.json", {"hang@9:1/step": 300})
-    assert _ns_of_fault(tmp_path, 0) == "hang"
-    assert _ns_of_fault(tmp_path, 50) == "hang"
-    assert _ns_of_fault(tmp_path, 300) is None
+    assert newest_fault_since(tmp_path, 0) == "hang"
+    assert newest_fault_since(tmp_path, 50) == "hang"
+    assert newest_fault_since(tmp_path, 300) is None
 
 
 def test_invalid_mode_is_rejected() -> None:
@@ -50,14 +51,9 @@ def test_invalid_mode_is_rejected() -> None:
 )
 def test_the_layer_of_a_restart(tmp_path, monkeypatch, mode, iteration, previous_start, env, expected) -> None:
     from platform_config.schema import MODE_LAYERS, RecoveryMode
-    from training.resilience.inprocess import RestartTracker
-    from training.train import Runner
 
     for name in ("TORCHELASTIC_RESTART_COUNT", "POD_LAUNCH_NS", "JOB_ATTEMPT", "POD_RELAUNCH"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    runner = Runner.__new__(Runner)  # only what _restart_layer reads
-    runner.layers, runner.run_dir = MODE_LAYERS[RecoveryMode(mode)], tmp_path
-    runner.entered_ns, runner.tracker = previous_start, RestartTracker()
-    assert runner._restart_layer(iteration) == expected
+    assert restart_layer(MODE_LAYERS[RecoveryMode(mode)], tmp_path, previous_start, iteration, None) == expected

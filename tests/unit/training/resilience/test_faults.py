@@ -95,20 +95,58 @@ def test_comm_without_process_group_still_raises(tmp_path: Path) -> None:
         _injector(tmp_path, "comm@1:1").fault_point("step", 1)
 
 
-@pytest.mark.parametrize(("kind", "expect_rc"), [("sigkill", -9), ("hang", None)])
-def test_sigkill_and_hang_in_a_real_process(tmp_path: Path, kind: str, expect_rc: int | None) -> None:
+def _inject_in_child(tmp_path: Path, kind: str, prelude: str = "") -> subprocess.Popen[str]:
     code = (
-        "import sys; from pathlib import Path; from training.telemetry.events import EventLog; "
+        f"{prelude}import sys; from pathlib import Path; from training.telemetry.events import EventLog; "
         "from training.resilience.faults import FaultInjector, parse_schedule; "
         "p = Path(sys.argv[1]); "
         f"FaultInjector(parse_schedule('{kind}@1:0'), p, 0, EventLog(p, 0)).fault_point('step', 1)"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, env=child_env())
+    return subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, env=child_env(), stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_sigkill_in_a_real_process(tmp_path: Path) -> None:
+    proc = _inject_in_child(tmp_path, "sigkill")
+    assert proc.wait(timeout=30) == -9
+    proc.stderr.close()
+    assert [e["kind"] for e in read_events(tmp_path)] == ["sigkill"]  # event written before the fault fired
+
+
+def test_a_hang_spins_in_its_loop_until_killed(tmp_path: Path) -> None:
+    """Waits on conditions, not a fixed time: the ``fault_injected`` event, then a stack dump (SIGUSR1 ->
+    faulthandler) whose innermost frame is the hang's sleep in ``faults.py``."""
+    import queue
+    import signal
+    import threading
+    import time
+
+    import training.resilience.faults as faults
+
+    hang_line = next(
+        i for i, line in enumerate(Path(faults.__file__).read_text().splitlines(), 1) if "time.sleep(0.05)" in line
+    )
+    prelude = "import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+    proc = _inject_in_child(tmp_path, "hang", prelude)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
+    deadline = time.monotonic() + 60
     try:
-        rc = proc.wait(timeout=30 if expect_rc else 8)
-    except subprocess.TimeoutExpired:
+        while not ((tmp_path / "events.jsonl").exists() and read_events(tmp_path)):
+            assert proc.poll() is None and time.monotonic() < deadline, "no fault_injected event from a live process"
+            time.sleep(0.05)
+        innermost = None
+        while innermost != (Path(faults.__file__).name, hang_line):
+            assert proc.poll() is None and time.monotonic() < deadline, f"never seen in the hang loop: {innermost}"
+            proc.send_signal(signal.SIGUSR1)
+            frame = lines.get(timeout=deadline - time.monotonic())
+            while "File " not in frame:  # the dump's header: its first frame is the innermost
+                frame = lines.get(timeout=deadline - time.monotonic())
+            name, line = frame.split('"')[1], int(frame.split("line ")[1].split()[0])
+            innermost = (Path(name).name, line)
+        assert proc.poll() is None  # still running: a hang is only ended by a kill (or HANG_LIMIT_S)
+    finally:
         proc.kill()
         proc.wait()
-        rc = None
-    assert rc == expect_rc  # a hang keeps running until killed
-    assert [e["kind"] for e in read_events(tmp_path)] == [kind]  # event written before the fault fired
+    assert [e["kind"] for e in read_events(tmp_path)] == ["hang"]  # event written before the fault fired

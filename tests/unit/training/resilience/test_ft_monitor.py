@@ -61,13 +61,48 @@ if __name__ == "__main__":
     with mon.section("step"):
         mon.heartbeat(3)
     print("reconnected", mon.client is not first, flush=True)
+
+    # An exchange cut short from outside (NVRx raises its restart exception into the main thread at any bytecode):
+    # here right after the reply's 4-byte length was read. Its body stays in the stream; read as the next reply's
+    # length, it would make the client wait for bytes that never come (the blocked end_all_sections of the
+    # local cluster). The next message must go over a fresh connection instead.
+    class Restart(BaseException):
+        pass
+
+    class CutAfterLength:
+        def __init__(self, sock):
+            self.sock, self.reads = sock, 0
+        def __getattr__(self, name):
+            return getattr(self.sock, name)
+        def recv(self, n):
+            data = self.sock.recv(n)
+            self.reads += 1
+            if self.reads == 1:
+                raise Restart()
+            return data
+
+    second = mon.client
+    real = second.rank_monitor_socket
+    real.settimeout(10)  # without the fix: a timeout error instead of a hang
+    second.rank_monitor_socket = CutAfterLength(real)
+    try:
+        with mon.section("step"):
+            pass
+    except Restart:
+        pass
+    if second.rank_monitor_socket.__class__ is CutAfterLength:
+        second.rank_monitor_socket = real
+    mon.end_all_sections()  # what the in-process re-entry sends first
+    mon.heartbeat(4)
+    print("resynced", mon.client is not second, flush=True)
     mon.shutdown()
     server.terminate()
 """
 
 
 def test_a_broken_monitor_stream_is_reconnected_once(tmp_path: Path) -> None:
-    """A real rank monitor (NVRx's server process) drops a corrupted stream; the next send reconnects."""
+    """A real rank monitor (NVRx's server process) drops a corrupted stream; the next send reconnects. An exchange
+    cut short leaves the stream out of step: the next message goes over a fresh connection."""
     import subprocess
     import sys
 
@@ -83,6 +118,8 @@ def test_a_broken_monitor_stream_is_reconnected_once(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "reconnected True" in proc.stdout
     assert "send_heartbeat failed" in proc.stderr and "reconnecting to the rank monitor" in proc.stderr
+    assert "resynced True" in proc.stdout
+    assert "the start_section exchange was cut short; reconnecting" in proc.stderr
 
 
 def test_only_connection_errors_count_as_a_broken_stream() -> None:
