@@ -1,7 +1,7 @@
 """The benchmark record: the figures of issue 16's table under stable keys in ``docs/benchmarks.json``.
 
-``python -m benchmarks.record --machine h200x2 [--ckpt-dir DIR] [--recovery-dir DIR] [--extra FILE.json]
-[--out docs/benchmarks.json]``
+``python -m benchmarks.record --machine h200x2 [--ckpt-dir DIR] [--recovery-dir DIR] [--startup-dir DIR]
+[--extra FILE.json] [--out docs/benchmarks.json]``
 
 Reads the run directories that the benchmark scripts leave (``benchmarks.checkpoint_staging --out DIR``: one
 directory per variant; ``benchmarks.recovery --out DIR``: one per mode and repeat) and merges one entry per
@@ -79,6 +79,13 @@ def recovery_figures(recovery_dir: Path) -> dict[str, Any]:
     }
 
 
+def startup_figures(startup_dir: Path) -> dict[str, Any]:
+    """Launch -> rank 0's first step of a first start (``benchmarks.startup``'s ``total`` row)."""
+    rows = json.loads((startup_dir / "results.json").read_text())["rows"]
+    total = next(r for r in rows if r["phase"] == "total")
+    return {"launch_to_first_step_s": total["first_start_s"]}
+
+
 def _commit() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     return out.stdout.strip() or "unknown"
@@ -90,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="", help="the device in words (default: from the checkpoint results)")
     p.add_argument("--ckpt-dir", type=Path, help="benchmarks.checkpoint_staging --out of a 300-step-interval run")
     p.add_argument("--recovery-dir", type=Path, help="benchmarks.recovery --out")
+    p.add_argument("--startup-dir", type=Path, help="benchmarks.startup --out")
     p.add_argument("--extra", type=Path, help="a JSON object of further key -> figure")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")
     args = p.parse_args(argv)
@@ -103,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         device = device or json.loads((args.ckpt_dir / "results.json").read_text())["device"]
     if args.recovery_dir:
         figures.update(recovery_figures(args.recovery_dir))
+    if args.startup_dir:
+        figures.update(startup_figures(args.startup_dir))
     if args.extra:
         extra = json.loads(args.extra.read_text())
         unknown = sorted(set(extra) - set(KEYS))

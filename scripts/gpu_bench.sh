@@ -45,6 +45,7 @@ fi
 record=(--machine "${BENCH_MACHINE:-h200x$ngpu}" --out "$out/benchmarks.json")
 [[ -f /tmp/bench-ckpt300/results.json ]] && record+=(--ckpt-dir /tmp/bench-ckpt300)
 [[ -f /tmp/bench-recovery/results.json ]] && record+=(--recovery-dir /tmp/bench-recovery)
+[[ -f /tmp/bench-startup/results.json ]] && record+=(--startup-dir /tmp/bench-startup)
 cp docs/benchmarks.json "$out/benchmarks.json" 2>/dev/null
 python3 -m benchmarks.record "${record[@]}" || rc=1
 exit $rc

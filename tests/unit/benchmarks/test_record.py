@@ -71,3 +71,15 @@ def test_an_unknown_extra_key_is_refused(tmp_path: Path, capsys: pytest.CaptureF
         main(["--machine", "cpu", "--extra", str(extra), "--out", str(tmp_path / "b.json")])
     assert "--extra: unknown keys ['hang_recovery_seconds']" in capsys.readouterr().err
     assert not (tmp_path / "b.json").exists()
+
+
+def test_launch_to_first_step_from_the_startup_benchmarks_total_row(tmp_path: Path) -> None:
+    rows = [
+        {"phase": "launcher", "first_start_s": 1.25, "inprocess_restart_s": None},
+        {"phase": "total", "first_start_s": 9.5, "inprocess_restart_s": 2.0},
+    ]
+    (tmp_path / "startup").mkdir()
+    (tmp_path / "startup" / "results.json").write_text(json.dumps({"device": "cpu", "rows": rows}))
+    out = tmp_path / "b.json"
+    assert main(["--machine", "cpu", "--startup-dir", str(tmp_path / "startup"), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["cpu"]["launch_to_first_step_s"] == 9.5
