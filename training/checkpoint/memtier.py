@@ -216,18 +216,27 @@ class MemoryTier:
         the ``restore`` event, or None (storage then). Collective."""
         if not join_jobs(timeout_s=3 * self.collective_timeout_s + 10):
             print(f"[checkpoint] rank {self.rank}: a memory-tier thread is still running: its slots are not read")
+        held = [h for items in all_gather(self.pg, self.held() if not _JOBS else [], self.world_size) for h in items]
+        # Only now the state: its state dict initialises an optimizer that has no state yet (a zero-lr step of
+        # torch's get_state_dict), which a fresh start must not see.
+        if replica.newest_common_step(held, self.world_size, None, at_least) is None:
+            return None
+        pristine = not state.optimizer.state
+        restored = self._restore(state, held, at_least, before_load)
+        if restored is None and pristine:
+            state.optimizer.state.clear()  # storage next, maybe a fresh start: as if never looked at
+        return restored
+
+    def _restore(self, state: AppState, held: list[replica.Held], at_least: int, before_load: Any) -> dict | None:
         mine = split({"app": state.state_dict()})
         layout = layout_of(mine)
-        gathered = all_gather(self.pg, (self.held() if not _JOBS else [], layout.signature), self.world_size)
-        held = [h for items, _ in gathered for h in items]
-        signatures = [sig for _, sig in gathered]
+        signatures = all_gather(self.pg, layout.signature, self.world_size)
         step = replica.newest_common_step(held, self.world_size, signatures, at_least)
         if step is None:
             return None
         if before_load is not None:
             before_load(step)
         copies = replica.plan(held, step, self.world_size, signatures)
-        mine_copy = copies[self.rank]
         buf, payload = self._fetch(copies, layout.nbytes)
         meta = decode_meta(payload) if payload is not None else None
         ok = meta is not None and meta["step"] == step and sha256_tensor(buf) == meta.get("data_sha256")
@@ -237,7 +246,7 @@ class MemoryTier:
         assert meta is not None
         copy_out(buf, layout, mine)
         state.load_state_dict(rebuild(meta["skeleton"], mine.objects)["app"])
-        tiers = all_gather(self.pg, replica.tier_of(mine_copy), self.world_size)
+        tiers = all_gather(self.pg, replica.tier_of(copies[self.rank]), self.world_size)
         return {"from_step": step, "tier": replica.farthest(tiers), "per_rank_tier": tiers}
 
     def _fetch(self, copies: list[replica.Held], nbytes: int) -> tuple[torch.Tensor, bytes | None]:

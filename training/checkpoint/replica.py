@@ -50,12 +50,13 @@ class Held:
     live: bool  # written or received by the holder's current process ("own memory")
 
 
-def newest_common_step(held: list[Held], world_size: int, signatures: list[str], at_least: int) -> int | None:
+def newest_common_step(held: list[Held], world_size: int, signatures: list[str] | None, at_least: int) -> int | None:
     """The newest step ``>= at_least`` whose snapshot of every rank is held by some rank, with this world size and
-    each rank's current layout; None if there is none."""
+    each rank's current layout (any layout when ``signatures`` is None); None if there is none."""
     cover: dict[int, set[int]] = {}
     for h in held:
-        if h.world_size == world_size and h.owner < world_size and h.signature == signatures[h.owner]:
+        fits = signatures is None or h.signature == signatures[h.owner]
+        if h.world_size == world_size and h.owner < world_size and fits:
             cover.setdefault(h.step, set()).add(h.owner)
     steps = [s for s, owners in cover.items() if len(owners) == world_size and s >= at_least]
     return max(steps, default=None)

@@ -58,12 +58,16 @@ def test_a_snapshot_that_fails_its_checksum_is_never_loaded(tier) -> None:
     raw = bytearray(data.read_bytes())
     raw[100] ^= 0x01
     data.write_bytes(bytes(raw))
-    assert tier.restore(tiny_app_state(0), at_least=-1) is None  # storage next
+    fresh = tiny_app_state(0)
+    assert tier.restore(fresh, at_least=-1) is None  # storage next
+    # and the fresh optimizer is as it was: a state dict initialises its state, which a fresh start must not see
+    assert not fresh.optimizer.state
 
 
 def test_storage_newer_than_every_snapshot_wins(tier) -> None:
     _train_and_snapshot(tier, tiny_app_state(0), [5])
-    assert tier.restore(tiny_app_state(0), at_least=6) is None
+    fresh = tiny_app_state(0)
+    assert tier.restore(fresh, at_least=6) is None and not fresh.optimizer.state
 
 
 def test_release_removes_the_slots(tier) -> None:
