@@ -8,7 +8,9 @@ runs the project's :class:`~training.trainer.Trainer` (FSDP2, AdamW) for ``--ste
 ``ckpt_staged``), the time until it was committed, the loop's steps/s against the ``none`` variant (no
 checkpoints), and the mean step time while a background write is in flight against the time while none is.
 Variants: ``none``, ``sync``, ``async`` (NVRx with ``checkpoint.nvrx_staging`` from the config on CUDA, torch
-``dcp.async_save`` on CPU) and ``async:<staging>`` for each NVRx staging mode (CUDA only).
+``dcp.async_save`` on CPU) and ``async:<staging>`` for each NVRx staging mode (CUDA only). The memory tier is off
+in every variant unless it ends in ``+mem`` (``none+mem``: memory snapshots only; ``async+mem``: both), with a
+snapshot every ``--memory-interval`` steps; its stall per snapshot is its own column.
 
 Each variant's checkpoints are removed once it has run (its event log stays for the table), and the benchmark
 refuses to start unless ``--out`` has room for one variant's checkpoints (:func:`space_needed`): a 1B model's are
@@ -47,8 +49,12 @@ def _worker(args: argparse.Namespace) -> int:
 
     rank, _ = init_process_group(timeout_s=args.timeout)
     variant = args.variants
-    mode, _, staging = variant.partition(":")
-    ckpt: dict[str, Any] = {"interval_steps": args.steps + 1 if mode == "none" else args.interval}
+    base, memory = variant.removesuffix("+mem"), variant.endswith("+mem")
+    mode, _, staging = base.partition(":")
+    ckpt: dict[str, Any] = {
+        "interval_steps": args.steps + 1 if mode == "none" else args.interval,
+        "memory_interval_steps": args.memory_interval if memory else 0,
+    }
     if staging:
         ckpt["nvrx_staging"] = staging
     train: dict[str, Any] = {"eval_interval": 0, "steps": args.steps}
@@ -119,7 +125,7 @@ def _launch(args: argparse.Namespace, variant: str, nproc: int) -> int:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
     cmd += ["-m", "benchmarks.checkpoint_staging", "--worker", "--variants", variant, "--out", str(args.out)]
     cmd += ["--size", args.size, "--steps", str(args.steps), "--interval", str(args.interval)]
-    cmd += ["--timeout", str(args.timeout)]
+    cmd += ["--timeout", str(args.timeout), "--memory-interval", str(args.memory_interval)]
     for flag, value in (("--seq-len", args.seq_len), ("--micro-batch", args.micro_batch), ("--config", args.config)):
         if value:
             cmd += [flag, str(value)]
@@ -177,15 +183,23 @@ def _table(args: argparse.Namespace, device: str, nproc: int) -> int:
         ck = report(run_dir).get("checkpoint") or {}
         events = read_events(run_dir)
         stalls = [e["stall_s"] for e in events if e["event"] == "ckpt_staged"]
+        mem = [e["stall_s"] for e in events if e["event"] == "mem_snapshot" and e["rank"] == 0 and "error" not in e]
         split = step_time_split(events, args.warmup)
-        results[variant] = {"steps_per_s": step_throughput(run_dir, args.warmup), "stalls_s": stalls, **split, **ck}
+        results[variant] = {
+            "steps_per_s": step_throughput(run_dir, args.warmup),
+            "stalls_s": stalls,
+            "mem_snapshots": len(mem),
+            "mem_stall_s_p50": statistics.median(mem) if mem else None,
+            **split,
+            **ck,
+        }
     base = results.get("none", {}).get("steps_per_s")
     print(f"\nCheckpoint stall by mode, model {args.size}, {device}, {args.steps} steps, every {args.interval}\n")
     print(
         "| variant | steps/s | efficiency vs none | saves | stall p50 s | commit p50 s | stall of each save, s "
-        "| step s idle | step s while writing |"
+        "| step s idle | step s while writing | memory snapshots | memory stall p50 s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         eff = r["steps_per_s"] / base if base and r["steps_per_s"] else None
         r["efficiency_vs_none"] = eff
@@ -193,7 +207,8 @@ def _table(args: argparse.Namespace, device: str, nproc: int) -> int:
         print(
             f"| {name} | {fmt(r['steps_per_s'])} | {fmt(eff, '.1%')} | {r.get('saves', 0)} "
             f"| {fmt(r.get('stall_s_p50'), '.3f')} | {fmt(r.get('write_s_p50'), '.3f')} | {each} "
-            f"| {fmt(r['step_s_idle'], '.4f')} | {fmt(r['step_s_writing'], '.4f')} |"
+            f"| {fmt(r['step_s_idle'], '.4f')} | {fmt(r['step_s_writing'], '.4f')} "
+            f"| {r['mem_snapshots']} | {fmt(r['mem_stall_s_p50'], '.4f')} |"
         )
     recorded = {"device": device, "world_size": nproc, "results": results}
     (args.out / "results.json").write_text(json.dumps(recorded, indent=2))
@@ -212,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--interval", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3, help="steps left out of steps/s")
+    p.add_argument("--memory-interval", type=int, default=5, help="steps between snapshots of the +mem variants")
     p.add_argument("--variants", default=DEFAULT_VARIANTS)
     p.add_argument("--nproc", type=int, default=None, help="default: GPUs if CUDA, else 2")
     p.add_argument("--config", type=Path, default=None, help="project config (default: project.yaml)")

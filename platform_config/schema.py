@@ -573,6 +573,11 @@ class CheckpointConfig(_Strict):
     """Checkpoint cadence and retention (mode comes from the recovery mode)."""
 
     interval_steps: int = Field(default=25, ge=1)
+    #: Steps between host-memory snapshots (the memory tier: page-locked host buffers backed by ``/dev/shm``, each
+    #: rank's snapshot also copied to a rank on the next node). An in-process restart, an ft_launcher restart and a
+    #: lost node (while one replica survives) roll back at most this many steps instead of to the last storage
+    #: checkpoint. 0 = off (storage only). Host memory per rank: 4 x its shard of the state (2 own slots, 2 peer).
+    memory_interval_steps: int = Field(default=5, ge=0)
     keep_last: int = Field(default=3, ge=1)
     #: Root directory for checkpoints; None = ``<run_dir>/checkpoints`` locally, the FSx mount on Kubernetes.
     dir: str | None = None

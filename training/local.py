@@ -82,6 +82,8 @@ def launch(args: argparse.Namespace) -> int:
     """Run the job; returns the process exit code."""
     import torch
 
+    from training.checkpoint.hostbuf import SCOPE_ENV, remove_scope
+
     cfg = load_config(args.config, args.env)
     mode = RecoveryMode(args.mode) if args.mode else cfg.job.mode
     if args.nodes is not None:
@@ -122,6 +124,9 @@ def launch(args: argparse.Namespace) -> int:
     with open(run_dir / "launcher.log", "a") as logf:
         for attempt in range(attempts):
             env["JOB_ATTEMPT"] = str(attempt)
+            # The workers share this machine's /dev/shm: one memory-tier scope per launch, removed after it, as a
+            # pod's /dev/shm (an emptyDir of medium Memory) lives and dies with the pod.
+            env[SCOPE_ENV] = scope = f"local{os.getpid()}a{attempt}"
             if attempt:
                 print(f"[{time.monotonic() - t0:6.1f}s] JOB   pod restart (attempt {attempt}), as Kubernetes would")
             clear_exit_status(run_dir)
@@ -129,6 +134,7 @@ def launch(args: argparse.Namespace) -> int:
             logf.write(f"== attempt {attempt}: {' '.join(launcher + worker)}\n")
             logf.flush()
             rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)
+            remove_scope(scope)
             code, message = translate_launcher_exit(
                 rc, run_dir, cfg.ft.unrecoverable_exit_code, restarts_exhausted=layers.ft_launcher
             )

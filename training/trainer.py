@@ -186,6 +186,7 @@ class Trainer:
                 self.world_size,
                 collective_timeout_s=checkpoint_timeout_s(self.cfg.inprocess),
                 nvrx_staging=self.cfg.checkpoint.nvrx_staging,
+                memory_interval_steps=self.cfg.checkpoint.memory_interval_steps,
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
 
@@ -267,6 +268,8 @@ class Trainer:
         lr = lr_at(step, lr=tc.lr, min_lr=tc.min_lr, warmup=tc.warmup_steps, total=tc.steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        if self.ckpt is not None:  # a memory snapshot's device-to-host copy reads what the step changes
+            self.ckpt.before_optimizer_step()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return self._global_mean(loss)
@@ -305,6 +308,8 @@ class Trainer:
                     lr = self.optimizer.param_groups[0]["lr"]
                     self.events.emit("step", step=step, loss=loss, tokens=tokens, lr=lr, **timing)
                 self.ckpt.maybe_finalize()
+                if self.ckpt.memory_due(step):
+                    self.ckpt.snapshot(step, self.state)
                 if step % cc.interval_steps == 0:
                     self.save_checkpoint()
                 if tc.eval_interval and step % tc.eval_interval == 0:

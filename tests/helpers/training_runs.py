@@ -243,6 +243,25 @@ def tiny_train_step(state: Any) -> float:
     return float(loss.detach())
 
 
+def finished_write(root: Path, step: int):  # -> training.checkpoint.backends.InFlight
+    """A complete, uncommitted ``step_N.tmp`` dir of the tiny state at ``step``, as a finished async write leaves it
+    (needs an initialised process group); returns its in-flight record."""
+    import time
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemWriter
+
+    from training.checkpoint.backends import InFlight
+    from training.checkpoint.files import TMP_SUFFIX, step_dir_name
+
+    state = tiny_app_state(0)
+    tiny_train_step(state)
+    state.step = step
+    tmp = Path(root) / (step_dir_name(step) + TMP_SUFFIX)
+    dcp.save({"app": state.state_dict()}, storage_writer=FileSystemWriter(tmp))
+    return InFlight(step, tmp, time.perf_counter())
+
+
 def group_timeout_s(group: Any) -> float:
     """The timeout a gloo process group's collectives run with (torch's private options; tests only)."""
     import torch

@@ -1,4 +1,4 @@
-"""The checkpointed application state (a DCP ``Stateful``) and the canonical full-state digest.
+"""The checkpointed application state (a DCP ``Stateful``) and the state digest, computed per shard.
 
 Layout of :meth:`AppState.state_dict` (DCP flattens the nesting into dotted keys)::
 
@@ -25,8 +25,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
+from torch.distributed.tensor import DTensor
 
 from training.data.dataset import ResumableSampler
 
@@ -101,6 +102,7 @@ class AppState(Stateful):
 
 
 def _hash_value(h: Any, key: str, value: Any) -> None:
+    """Hash a replicated value (no DTensor) in canonical (sorted-key) order."""
     h.update(key.encode() + b"\0")
     if isinstance(value, torch.Tensor):
         t = value.detach().cpu().contiguous().reshape(-1)
@@ -116,21 +118,73 @@ def _hash_value(h: Any, key: str, value: Any) -> None:
         h.update(json.dumps(value, default=repr).encode())
 
 
-def state_digest(model: nn.Module, optimizer: torch.optim.Optimizer) -> str:
-    """sha256 of the full (unsharded) model + optimizer state in canonical (sorted-key) order.
+def _leaves(key: str, value: Any, out: dict[str, Any]) -> None:
+    """The DTensors of a state dict by dotted key; every other value under its own key as well (whole)."""
+    if isinstance(value, Mapping) and not isinstance(value, torch.Tensor):
+        for k in sorted(value, key=str):
+            _leaves(f"{key}.{k}", value[k], out)
+    else:
+        out[key] = value
 
-    Collective: every rank must call it; all ranks return rank 0's digest.
-    """
-    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    msd, osd = get_state_dict(model, optimizer, options=opts)
-    digest = ""
-    if not dist.is_initialized() or dist.get_rank() == 0:
+
+def _row_digests(local: torch.Tensor) -> bytes:
+    """The sha256 of each row (index along dim 0) of a local shard, concatenated."""
+    t = local.detach().cpu().contiguous()
+    rows = t.reshape(t.shape[0], -1) if t.dim() else t.reshape(1, -1)
+    data = rows.view(torch.uint8).numpy() if rows.numel() else None
+    return b"".join(hashlib.sha256(data[i].tobytes() if data is not None else b"").digest() for i in range(len(rows)))
+
+
+def shard_digests(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, tuple[str, bytes]]:
+    """This rank's part of the state digest: per key, ``("rows", row digests)`` of its shard of a dim-0-sharded
+    DTensor, or ``("whole", digest)`` of a replicated value. Only digests leave the rank, never tensor data."""
+    msd, osd = get_state_dict(model, optimizer)
+    leaves: dict[str, Any] = {}
+    _leaves("model", msd, leaves)
+    _leaves("optim", osd, leaves)
+    out: dict[str, tuple[str, bytes]] = {}
+    for key, value in leaves.items():
+        if isinstance(value, DTensor) and all(p.is_shard(0) or p.is_replicate() for p in value.placements):
+            header = f"{value.dtype}{tuple(value.shape)}".encode()
+            if any(p.is_shard(0) for p in value.placements):
+                out[key] = ("rows", header + b"\0" + _row_digests(value.to_local()))
+                continue
+            value = value.to_local()
         h = hashlib.sha256()
-        _hash_value(h, "model", msd)
-        _hash_value(h, "optim", osd)
-        digest = h.hexdigest()
-    if dist.is_initialized():
-        box = [digest]
-        dist.broadcast_object_list(box, src=0)
-        digest = box[0]
-    return digest
+        _hash_value(h, key, value)
+        out[key] = ("whole", h.digest())
+    return out
+
+
+def combine_digests(shards: list[dict[str, tuple[str, bytes]]]) -> str:
+    """The state digest from every rank's :func:`shard_digests`, in rank order: per key (sorted), the row digests of
+    all ranks in order (FSDP2 shards dim 0 in rank order), or rank 0's digest of a replicated value. The rows are
+    the unit, so the digest does not depend on how many ranks shared the state."""
+    h = hashlib.sha256()
+    for key in sorted(shards[0]):
+        kind, first = shards[0][key]
+        h.update(key.encode() + b"\0")
+        if kind == "whole":
+            h.update(first)
+            continue
+        h.update(first.split(b"\0", 1)[0])
+        for shard in shards:
+            h.update(shard[key][1].split(b"\0", 1)[1])
+    return h.hexdigest()
+
+
+def state_digest(model: nn.Module, optimizer: torch.optim.Optimizer) -> str:
+    """sha256 of the model + optimizer state, computed per shard: each rank hashes the rows of its own shard, rank 0
+    gathers the digests (32 bytes a row, never the tensors) and combines them (:func:`combine_digests`), and every
+    rank returns rank 0's result. Equal for equal states whatever the number of ranks (a resharded restore
+    compares). Collective: every rank must call it.
+    """
+    mine = shard_digests(model, optimizer)
+    if not dist.is_initialized():
+        return combine_digests([mine])
+    rank, world = dist.get_rank(), dist.get_world_size()
+    gathered: list[Any] | None = [None] * world if rank == 0 else None
+    dist.gather_object(mine, gathered, dst=0)
+    box = [combine_digests(gathered) if gathered is not None else ""]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]

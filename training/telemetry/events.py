@@ -39,7 +39,8 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "fault_injected": ("kind", "step", "fault_rank"),
     "restart_begin": ("cause", "layer"),  # detection of a fault by a restart layer
     "restart_end": ("layer",),  # the layer finished restarting; training resumes
-    "restore": ("from_step", "tier"),  # tier: "memory" | "local" | "persistent" | "none"
+    "mem_snapshot": ("step", "stall_s"),  # a memory-tier snapshot published (rank 0), or failed (any rank: error)
+    "restore": ("from_step", "tier"),  # tier: "memory" | "shm" | "peer" | "storage" | "none"
     "phase": ("phase", "s"),  # a start-up phase of a worker (training.train's PHASES) took s seconds
     "hang_timeouts": ("soft_s", "hard_s", "step_s"),  # the step soft/hard timeouts derived from the step time
     "exit": ("reason", "code"),

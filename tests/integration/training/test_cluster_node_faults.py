@@ -73,6 +73,21 @@ def test_the_job_status_counts_no_failure_for_lost_nodes_and_evictions(runs):
     assert annotations[0]["batch.kubernetes.io/job-index-failure-count"] == "0"
 
 
+def test_a_replaced_node_restores_from_its_peer_s_memory(runs):
+    """Every fault rolls back at most the memory tier's interval (5); the node lost at index 0 after the snapshot of
+    step 25 comes back from the copy rank 1 holds of rank 0's snapshot (tier ``peer``), the survivors from their own
+    /dev/shm, not from storage."""
+    from training.telemetry.goodput import analyze, load_events
+
+    events = load_events(runs["base"] / "faulted").events
+    run = analyze(events)
+    assert all(f.rollback_steps is not None and f.rollback_steps <= 5 for f in run.faults if f.injected)
+    node0 = next(f for f in run.faults if f.kind == "node-loss" and f.pod == 0)
+    assert (node0.restored_step, node0.restore_tier) == (25, "peer")
+    restore = next(e for e in events if e["event"] == "restore" and e["from_step"] == 25 and e["tier"] == "peer")
+    assert restore["per_rank_tier"] == ["peer", "shm"]
+
+
 def test_the_report_gives_each_lost_node_to_the_job_layer(runs):
     from training.telemetry.goodput import analyze, load_events
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers.training_runs import FAST_CONFIG, local_run
 from training.telemetry.events import read_events
+from training.telemetry.goodput import analyze, load_events
 
 pytestmark = pytest.mark.integration
 
@@ -44,3 +45,13 @@ def test_faulted_run_is_bitwise_equal_to_uninterrupted(tmp_path: Path) -> None:
     la, lb = _losses(tmp_path / "clean"), _losses(tmp_path / "faulted")
     assert sorted(la) == list(range(1, STEPS + 1))
     assert la == lb
+    # The memory tier (a snapshot every 5 steps, the default) rolls each fault back to the snapshot before it: own
+    # memory after an in-process restart, /dev/shm after ft_launcher respawned the workers; never storage (step 25).
+    run = analyze(load_events(tmp_path / "faulted").events)
+    restored = [(f.kind, f.step, f.restored_step, f.restore_tier, f.rollback_steps) for f in run.faults if f.injected]
+    assert restored == [
+        ("exception", 6, 5, "memory", 1),
+        ("sigkill", 13, 10, "shm", 3),
+        ("hang", 19, 15, "memory", 4),
+        ("comm", 26, 25, "memory", 1),
+    ]

@@ -270,7 +270,9 @@ def _cell_dcp_storage_exception(root: Path) -> dict[str, Any]:
     fault at step 7 made the ranks restore step 5."""
     run_dir = root / "dcp-storage-exception"
     env = child_env(TRAINING_CKPT_READ_ERROR="EIO")
-    proc = local_run(run_dir, config=_config(), steps=12, faults="exception@7:1", env=env)
+    # storage only: with the memory tier the restart would restore step 5 from memory and never read storage
+    config = _config(checkpoint={"memory_interval_steps": 0})
+    proc = local_run(run_dir, config=config, steps=12, faults="exception@7:1", env=env)
     failures = _restore_failures(run_dir)
     line = _failure_line(proc, "EIO: Input/output error")
     ok = (

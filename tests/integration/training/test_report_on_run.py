@@ -14,7 +14,9 @@ from training.telemetry.events import LAYERS
 
 REPO = Path(__file__).resolve().parents[3]
 STEPS = 60
-#: An exception before the first checkpoint (step 25) and a SIGKILL after it; the first checkpoint is at 25.
+#: An exception before the first storage checkpoint (step 25) and a SIGKILL after it. The memory tier (a snapshot
+#: every 5 steps, the default) brings both back to the snapshot before them: step 15 from this process' own memory
+#: after the in-process restart, step 40 from /dev/shm after ft_launcher respawned the workers.
 FAULTS = "exception@20:1,sigkill@45:1"
 
 pytestmark = pytest.mark.integration
@@ -73,8 +75,8 @@ def test_every_injected_fault_is_detected_recovered_and_rolled_back(run) -> None
         assert 0 < f["rollback_s"] <= f["lost_work_s"]
     exc, kill = injected
     assert (exc["kind"], exc["step"], exc["rank"]) == ("exception", 20, 1)
-    assert exc["restored_step"] == 0  # before the first checkpoint: everything is redone
-    assert (kill["kind"], kill["step"], kill["restored_step"]) == ("sigkill", 45, 25)
+    assert (exc["restored_step"], exc["restore_tier"]) == (15, "memory")  # no storage checkpoint yet: the snapshot
+    assert (kill["kind"], kill["step"], kill["restored_step"], kill["restore_tier"]) == ("sigkill", 45, 40, "shm")
     assert kill["layer"] == "ft_launcher"  # a dead process is restarted by the launcher
     n = sum(v["n"] for v in report["recovery_s_by_layer"].values())
     assert n == len([f for f in report["faults"] if f["recovery_s"] is not None])

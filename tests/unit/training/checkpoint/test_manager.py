@@ -8,14 +8,12 @@ import os
 import pickle
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import pytest
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemWriter
 
 from tests.helpers.training_runs import (
+    finished_write,
     make_marker_unreadable,
     restore_marker,
     single_process_group,
@@ -23,6 +21,7 @@ from tests.helpers.training_runs import (
     tiny_app_state,
     tiny_train_step,
 )
+from training.checkpoint.backends import InFlight
 from training.checkpoint.errors import (
     CheckpointReadError,
     CheckpointRootMissingError,
@@ -32,20 +31,16 @@ from training.checkpoint.errors import (
 from training.checkpoint.files import (
     COMMIT_MARKER,
     QUARANTINE_DIR,
-    RANK_SUMS,
-    TMP_SUFFIX,
-    checksums,
     file_checksums,
     hash_shares,
     list_committed,
     list_step_dirs,
-    publish_rank_checksums,
     read_marker,
     step_dir_name,
     storage_layout_error,
     verify_checkpoint,
 )
-from training.checkpoint.manager import CheckpointManager, _InFlight
+from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import state_digest
 from training.telemetry.events import EventLog, read_events
 
@@ -289,7 +284,7 @@ def test_an_abandoned_save_is_never_committed(tmp_path: Path) -> None:
     state = tiny_app_state(0)
     tiny_train_step(state)
     mgr.save(1, state)
-    mgr._inflight.abandoned = True  # what close(collective=False) marks for a save it gives up on
+    mgr.saves._inflight.abandoned = True  # what close(collective=False) marks for a save it gives up on
     with pytest.raises(CheckpointWriteError, match="abandoned"):
         mgr.wait()
     mgr.close()
@@ -429,38 +424,33 @@ def test_fault_during_sync_write_leaves_no_commit(tmp_path: Path) -> None:
         mgr.save(2, state, during_write=crash)
     assert [s for s, _ in list_committed(root)] == [1]
     assert (root / (step_dir_name(2) + ".tmp")).is_dir()
-    assert _manager(root).load_latest(tiny_app_state(0)) == 1
+    # The write had finished on every rank (its .metadata is there): the restore commits it instead of deleting it.
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 2
+    assert _digest(fresh) == _digest(state) and [s for s, _ in list_committed(root)] == [1, 2]
 
 
-class _GatedCommit(CheckpointManager):
+def _gate_commits(mgr: CheckpointManager, gate: threading.Event) -> None:
     """Rank 0's commit waits for ``gate``: a commit that takes long (hashing a large checkpoint)."""
+    commit = mgr.saves._commit_then_done
 
-    gate: threading.Event
+    def gated(flight: InFlight) -> None:
+        assert gate.wait(30)
+        commit(flight)
 
-    def _commit(self, flight) -> None:  # type: ignore[no-untyped-def]
-        assert self.gate.wait(30)
-        super()._commit(flight)
-
-
-def _finished_write(root: Path, step: int) -> _InFlight:
-    """A complete, uncommitted ``step_N.tmp`` dir, as a finished async write leaves it."""
-    state = tiny_app_state(0)
-    tiny_train_step(state)
-    state.step = step
-    tmp = root / (step_dir_name(step) + TMP_SUFFIX)
-    dcp.save({"app": state.state_dict()}, storage_writer=FileSystemWriter(tmp))
-    return _InFlight(step, tmp, time.perf_counter())
+    mgr.saves._commit_then_done = gated  # type: ignore[method-assign]
 
 
 def test_the_commit_does_not_block_the_thread_that_finalizes_the_write(tmp_path: Path) -> None:
     """NVRx finalizes a finished write on the training thread: rank 0's commit must run elsewhere."""
     root = tmp_path / "ckpt"
-    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1, collective_timeout_s=TIMEOUT_S)
-    mgr.gate = threading.Event()
-    flight = _finished_write(root, 3)
-    mgr._write_done(flight)  # returns while the commit waits
+    mgr = _manager(root, "async")
+    gate = threading.Event()
+    _gate_commits(mgr, gate)
+    flight = finished_write(root, 3)
+    mgr.saves._write_done(flight)  # returns while the commit waits
     assert not flight.done.is_set() and list_committed(root) == []
-    mgr.gate.set()
+    gate.set()
     assert flight.done.wait(30) and flight.error is None
     assert [s for s, _ in list_committed(root)] == [3]
     mgr.close()
@@ -470,11 +460,12 @@ def test_a_restore_waits_for_a_commit_still_running(tmp_path: Path) -> None:
     """After an in-process restart the commit of a finished write may still run: restore must count it, and
     must not remove its directory as a partial one."""
     root = tmp_path / "ckpt"
-    mgr = _GatedCommit(root, "async", 5, EventLog(tmp_path, rank=0), 0, 1, collective_timeout_s=TIMEOUT_S)
-    mgr.gate = threading.Event()
-    flight = _finished_write(root, 4)
-    mgr._write_done(flight)
-    threading.Timer(0.5, mgr.gate.set).start()
+    mgr = _manager(root, "async")
+    gate = threading.Event()
+    _gate_commits(mgr, gate)
+    flight = finished_write(root, 4)
+    mgr.saves._write_done(flight)
+    threading.Timer(0.5, gate.set).start()
     fresh = tiny_app_state(0)
     assert _manager(root).load_latest(fresh) == 4
     assert flight.error is None and fresh.step == 4
@@ -500,44 +491,13 @@ def _rank0_of_two(tmp_path: Path) -> CheckpointManager:
     )
 
 
-def test_rank0_commits_with_the_checksums_the_other_rank_published(tmp_path: Path) -> None:
-    mgr = _rank0_of_two(tmp_path)
-    flight = _finished_write(mgr.root, 1)
-    stray = flight.tmp / "__1_0.distcp"  # "rank 1's" file: .metadata does not describe it, so the layout check
-    stray.write_bytes(b"rank one")  # refuses the commit - but only after every checksum was gathered
-    publish_rank_checksums(flight.tmp, 1)
-    assert json.loads((flight.tmp / RANK_SUMS.format(1)).read_text()) == checksums([stray])
-    mgr._commit(flight)
-    assert "__1_0.distcp" in str(flight.error) and ".metadata" in str(flight.error)
-    mgr.close()
-
-
-def test_a_file_no_rank_hashed_is_never_committed(tmp_path: Path) -> None:
-    mgr = _manager(tmp_path / "ckpt", "async")
-    flight = _finished_write(mgr.root, 1)
-    (flight.tmp / "__7_0.distcp").write_bytes(b"whose?")
-    mgr._commit(flight)
-    assert "no rank hashed __7_0.distcp" in str(flight.error)
-    assert list_committed(mgr.root) == []
-    mgr.close()
-
-
-def test_a_rank_that_could_not_hash_fails_the_commit_at_once(tmp_path: Path) -> None:
-    mgr = _rank0_of_two(tmp_path)
-    flight = _finished_write(mgr.root, 1)
-    (flight.tmp / RANK_SUMS.format(1)).write_text(json.dumps({"error": "rank 1 could not hash its files: EIO"}))
-    mgr._commit(flight)
-    assert "rank 1 could not hash its files" in str(flight.error)
-    mgr.close()
-
-
 def test_an_in_process_restart_stops_a_commit_waiting_for_a_lost_rank(tmp_path: Path) -> None:
     """Rank 1 died before publishing: the restart's abandon must end rank 0's wait (not the 600 s timeout)."""
     from training.checkpoint.manager import abandon_async_saves
 
     mgr = _rank0_of_two(tmp_path)
-    flight = _finished_write(mgr.root, 1)
-    mgr._write_done(flight)  # rank 0's commit thread now waits for rank 1's checksums
+    flight = finished_write(mgr.root, 1)
+    mgr.saves._write_done(flight)  # rank 0's commit thread now waits for rank 1's checksums
     assert not flight.done.wait(0.5)
     abandon_async_saves()
     assert flight.done.wait(10)

@@ -71,3 +71,18 @@ def test_prepare_load_falls_back_to_rank_0_entry() -> None:
     s.rank = 1
     assert s.prepare_load(["app.rank_0.rng.torch"]) == 0
     assert s.prepare_load(["app.rank_1.rng.torch"]) == 1
+
+
+def test_the_digest_combines_per_row_digests_so_the_sharding_does_not_matter() -> None:
+    """Rank 0 combines what each rank hashed of its own shard: two ranks with one row each give what one rank with
+    both rows gives (value recorded once from combine_digests)."""
+    from training.checkpoint.state import combine_digests
+
+    lr = ("whole", b"\x02" * 32)
+    two = [
+        {"model.w": ("rows", b"torch.float32(2, 2)\0" + b"\x01" * 32), "optim.lr": lr},
+        {"model.w": ("rows", b"torch.float32(2, 2)\0" + b"\x03" * 32), "optim.lr": lr},
+    ]
+    one = [{"model.w": ("rows", b"torch.float32(2, 2)\0" + b"\x01" * 32 + b"\x03" * 32), "optim.lr": lr}]
+    want = "1b031e8e2710e85e81b6fb41455aaf566a0cabdf3c51457fc2b52deef77e514d"
+    assert combine_digests(two) == combine_digests(one) == want

@@ -1,0 +1,62 @@
+"""Host buffers of the memory tier (``training.checkpoint.hostbuf``): files in a shared-memory directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers.training_runs import REPO_ROOT, child_env
+from training.checkpoint import hostbuf
+from training.checkpoint.hostbuf import Slot, buffer, decode_meta, encode_meta, remove_scope, scope_dir, sha256_tensor
+
+
+@pytest.fixture(autouse=True)
+def _shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(hostbuf.SHM_BASE_ENV, str(tmp_path / "shm"))
+    (tmp_path / "shm").mkdir()
+
+
+def test_sha256_is_the_digest_of_the_chunk_digests() -> None:
+    t = torch.frombuffer(bytearray(b"abc"), dtype=torch.uint8)
+    # one chunk: sha256(sha256(b"abc")), the well-known double SHA-256 of "abc"
+    assert sha256_tensor(t) == "4f8b42c22dd3729b519ba6f68d2da7cc5b2d606d05daed5ad5128cc03e6c6358"
+
+
+def test_a_buffer_is_mapped_once_per_process_and_its_bytes_outlive_the_process(tmp_path: Path) -> None:
+    path = tmp_path / "shm" / "b.bin"
+    a = buffer(path, 16)
+    a[:] = torch.arange(16, dtype=torch.uint8)
+    assert buffer(path, 16) is a  # the same mapping: no allocation after the first
+    code = f"import torch; from training.checkpoint.hostbuf import buffer; print(buffer(__import__('pathlib').Path({str(path)!r}), 16).tolist())"  # noqa: E501
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=child_env(), capture_output=True, text=True)
+    assert out.stdout.strip() == str(list(range(16)))  # another process maps the same bytes (a respawned worker)
+
+
+def test_a_slot_is_valid_only_with_an_intact_meta(tmp_path: Path) -> None:
+    slot = Slot(tmp_path / "shm", owner=3, index=1)
+    assert slot.data_path.name == "owner3.slot1.bin" and slot.read_meta() is None
+    slot.write_meta(encode_meta({"step": 10, "owner": 3}))
+    assert slot.read_meta() == {"step": 10, "owner": 3}
+    blob = slot.meta_path.read_bytes()
+    slot.meta_path.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))  # one bit flipped
+    assert slot.read_meta() is None and decode_meta(b"short") is None
+    slot.write_meta(encode_meta({"step": 15, "owner": 3}))
+    slot.invalidate()
+    assert slot.read_meta() is None and not slot.meta_path.exists()
+
+
+def test_scopes_are_per_checkpoint_root_and_removed_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(hostbuf.SCOPE_ENV, "launch7")
+    a, b = scope_dir(tmp_path / "ckpt-a"), scope_dir(tmp_path / "ckpt-b")
+    assert a != b and a.name.startswith("ckpt-memtier-") and a.name.endswith("-launch7")
+    monkeypatch.delenv(hostbuf.SCOPE_ENV)
+    c = scope_dir(tmp_path / "ckpt-a")
+    assert c.name.endswith("-pod")  # Kubernetes: /dev/shm is the pod's own
+    for d in (a, b, c):
+        d.mkdir()
+    remove_scope("launch7")
+    assert [p.name for p in (tmp_path / "shm").iterdir()] == [c.name]

@@ -1,0 +1,57 @@
+"""The flat layout of a memory-tier snapshot (``training.checkpoint.snapshot``), with hand-computed offsets."""
+
+from __future__ import annotations
+
+import pickle
+
+import torch
+
+from training.checkpoint.snapshot import TensorRef, copy_in, copy_out, layout_of, rebuild, split
+
+
+def _state() -> dict:
+    return {
+        "model": {"w": torch.tensor([1.0, 2.0, 3.0]), "n": torch.tensor([7, 8], dtype=torch.int64)},
+        "optim": {"param_groups": [{"lr": 0.5, "params": ["w"]}], "flag": torch.tensor([True])},
+        "step": 4,
+        "blob": b"rng",
+    }
+
+
+def test_layout_places_tensors_back_to_back_64_byte_aligned() -> None:
+    layout = layout_of(split(_state()))
+    # w: 3 x 4 bytes at 0; n: 2 x 8 bytes at 64; flag: 1 byte at 128; 192 bytes in all
+    assert [(e.key, e.dtype, e.shape, e.offset, e.nbytes) for e in layout.entries] == [
+        (".model.w", "float32", (3,), 0, 12),
+        (".model.n", "int64", (2,), 64, 16),
+        (".optim.flag", "bool", (1,), 128, 1),
+    ]
+    assert layout.nbytes == 192
+
+
+def test_the_signature_follows_keys_dtypes_and_shapes_not_values() -> None:
+    a = layout_of(split(_state())).signature
+    changed = _state()
+    changed["model"]["w"] += 1
+    assert layout_of(split(changed)).signature == a
+    changed["model"]["w"] = torch.zeros(4)
+    assert layout_of(split(changed)).signature != a
+
+
+def test_a_snapshot_round_trips_through_the_buffer_and_the_pickled_skeleton() -> None:
+    src = split(_state())
+    layout = layout_of(src)
+    buf = torch.zeros(layout.nbytes, dtype=torch.uint8)
+    copy_in(buf, layout, src)
+    assert buf[:12].view(torch.float32).tolist() == [1.0, 2.0, 3.0] and buf[64:80].view(torch.int64).tolist() == [7, 8]
+    skeleton = pickle.loads(pickle.dumps(src.skeleton))
+    assert skeleton["step"] == 4 and skeleton["blob"] == b"rng" and isinstance(skeleton["model"]["w"], TensorRef)
+
+    dst = split({"model": {"w": torch.zeros(3), "n": torch.zeros(2, dtype=torch.int64)},
+                 "optim": {"param_groups": [{"lr": 0.0, "params": ["w"]}], "flag": torch.tensor([False])},
+                 "step": 0, "blob": b""})  # fmt: skip
+    copy_out(buf, layout, dst)
+    restored = rebuild(skeleton, dst.objects)
+    assert restored["model"]["w"] is dst.objects[0]  # the live tensors, filled in place
+    assert restored["model"]["w"].tolist() == [1.0, 2.0, 3.0] and restored["model"]["n"].tolist() == [7, 8]
+    assert restored["optim"]["flag"].tolist() == [True] and restored["optim"]["param_groups"][0]["lr"] == 0.5

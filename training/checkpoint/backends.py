@@ -1,0 +1,172 @@
+"""The storage save backends behind one small interface, and the storage fault-injection hooks.
+
+A backend starts the write of one save into ``step_N.tmp/`` and, for an async one, calls ``write_done(flight,
+check)`` once this rank's write has finished (``check()`` re-raises its error); the manager commits
+(:mod:`training.checkpoint.commit`). ``sync`` = ``dcp.save``; ``async`` = NVRx ``FileSystemWriterAsync`` + persistent
+``AsyncCallsQueue`` on CUDA, torch's ``dcp.async_save`` on CPU (NVRx's async path calls CUDA unconditionally).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+
+from training.checkpoint.commit import generation
+from training.checkpoint.nvrx_async import NvrxAsync, NvrxStaging, nvrx_async_available
+
+#: Fault-injection hook: seconds each checkpoint write sleeps first (simulates slow storage).
+WRITE_DELAY_ENV = "TRAINING_CKPT_WRITE_DELAY_S"
+#: Fault-injection hook: an errno name (e.g. ``EIO``) that every read of checkpoint data by ``dcp.load`` fails
+#: with (a storage that lists and verifies, then fails the load: DCP raises its BaseException).
+READ_ERROR_ENV = "TRAINING_CKPT_READ_ERROR"
+
+
+class SlowWriter(FileSystemWriter):
+    """FileSystemWriter that sleeps before writing (slow-storage fault injection)."""
+
+    def __init__(self, path: Path, delay_s: float) -> None:
+        super().__init__(path)
+        self.delay_s = delay_s
+
+    def write_data(self, plan, planner):  # type: ignore[no-untyped-def]
+        time.sleep(self.delay_s)
+        return super().write_data(plan, planner)
+
+
+class FailingReader(FileSystemReader):
+    """FileSystemReader whose data reads fail with ``errno_name`` (storage fault injection)."""
+
+    def __init__(self, path: Path, errno_name: str) -> None:
+        super().__init__(path)
+        self.errno = getattr(errno, errno_name)
+
+    def read_data(self, plan, planner):  # type: ignore[no-untyped-def]
+        raise OSError(self.errno, f"{os.strerror(self.errno)} (injected by {READ_ERROR_ENV})")
+
+
+def reader(path: Path) -> FileSystemReader:
+    injected = os.environ.get(READ_ERROR_ENV)
+    return FailingReader(path, injected) if injected else FileSystemReader(path)
+
+
+def write_delay(given: float | None) -> float:
+    return float(os.environ.get(WRITE_DELAY_ENV, "0")) if given is None else given
+
+
+@dataclass
+class InFlight:
+    step: int
+    tmp: Path
+    t_begin: float
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    #: Set when the manager gave up on this save (error path): a late completion must not commit it.
+    abandoned: bool = False
+    #: The thread that hashes (and on rank 0 commits) a finished async write.
+    commit_thread: threading.Thread | None = None
+    #: The error as reported when the save failed (raised by the manager's next poll or wait).
+    reported: BaseException | None = None
+    #: :func:`training.checkpoint.commit.generation` when the save began.
+    generation: int = field(default_factory=generation)
+
+
+WriteDone = Callable[[InFlight, Callable[[], Any] | None], None]
+
+
+class Backend:
+    """``dcp.save`` (synchronous): :meth:`start` returns once this rank's write is done (or raises)."""
+
+    name = "dcp.save"
+    asynchronous = False
+    nvrx: NvrxAsync | None = None
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def writer(self, path: Path) -> FileSystemWriter:
+        return SlowWriter(path, self.delay_s) if self.delay_s > 0 else FileSystemWriter(path)
+
+    def start(self, flight: InFlight, state_dict: dict[str, Any], pg: Any, write_done: WriteDone) -> None:
+        dcp.save(state_dict, storage_writer=self.writer(flight.tmp), process_group=pg)
+
+    def poll(self) -> None:
+        """Non-blocking progress (every step); raises a failed write's error."""
+
+    def drain(self, agree: Callable[[bool], bool], wait_s: float) -> None:
+        """Block until this rank's write finished (collective where the backend's finalize is)."""
+
+    def close(self, *, collective: bool) -> None:
+        """Release the backend's resources."""
+
+
+class TorchAsync(Backend):
+    """torch's ``dcp.async_save`` (the CPU path): a staging copy, then a write thread of torch's."""
+
+    name = "torch.dcp.async_save"
+    asynchronous = True
+
+    def start(self, flight: InFlight, state_dict: dict[str, Any], pg: Any, write_done: WriteDone) -> None:
+        fut = dcp.async_save(state_dict, storage_writer=self.writer(flight.tmp), process_group=pg)
+        fut.add_done_callback(lambda f: write_done(flight, f.result))
+
+    def close(self, *, collective: bool) -> None:
+        join_dcp_threads()
+
+
+class Nvrx(Backend):
+    """NVRx ``FileSystemWriterAsync`` + persistent ``AsyncCallsQueue`` (CUDA; see :mod:`.nvrx_async`)."""
+
+    asynchronous = True
+
+    def __init__(self, delay_s: float, nvrx: NvrxAsync) -> None:
+        super().__init__(delay_s)
+        self.nvrx = nvrx
+        self.name = f"nvrx.FileSystemWriterAsync ({nvrx.staging})"
+
+    def start(self, flight: InFlight, state_dict: dict[str, Any], pg: Any, write_done: WriteDone) -> None:
+        assert self.nvrx is not None
+        self.nvrx.schedule(state_dict, flight.tmp, lambda: write_done(flight, None), write_delay_s=self.delay_s)
+
+    def poll(self) -> None:
+        # Whatever is pending, the warm-up request included (the same on every rank): finalizing it early makes
+        # the writer idle, and so reusable after an in-process restart.
+        if self.nvrx is not None and self.nvrx.pending():
+            self.nvrx.finalize(blocking=False)
+
+    def drain(self, agree: Callable[[bool], bool], wait_s: float) -> None:
+        assert self.nvrx is not None
+        self.nvrx.finalize(blocking=True, agree=agree, wait_s=wait_s)
+
+    def close(self, *, collective: bool) -> None:
+        if self.nvrx is not None:
+            self.nvrx.close(collective=collective)
+
+
+def make_backend(mode: str, *, delay_s: float, nvrx: NvrxAsync | None, staging: NvrxStaging) -> tuple[Backend, str]:
+    """The backend for ``mode`` and a notice to print when it is a fallback (CPU: no NVRx async path)."""
+    if mode == "sync":
+        return Backend(delay_s), ""
+    if nvrx is not None or nvrx_async_available():
+        return Nvrx(delay_s, nvrx or NvrxAsync(staging)), ""
+    notice = (
+        "no CUDA: NVRx async DCP (FileSystemWriterAsync + AsyncCallsQueue) needs CUDA, "
+        "using torch.distributed.checkpoint.async_save instead"
+    )
+    return TorchAsync(delay_s), notice
+
+
+def join_dcp_threads(timeout_s: float = 30.0) -> None:
+    """Join torch's finished async-save worker threads (it shuts its executor down with ``wait=False``);
+    a worker still alive at interpreter exit can abort the process."""
+    for t in threading.enumerate():
+        if t.name.startswith("AsyncCheckpointExecutor") and t is not threading.current_thread():
+            t.join(timeout_s)

@@ -1,0 +1,168 @@
+"""Host buffers of the memory tier: files in ``/dev/shm`` mapped once per process, page-locked when CUDA is there.
+
+One slot is one snapshot of one rank's state ("the owner"): ``owner<r>.slot<k>.bin`` (the tensor bytes, in the
+layout of :mod:`training.checkpoint.snapshot`) and ``owner<r>.slot<k>.meta`` (sha256 of the payload, then the pickled
+payload: step, owner, world size, layout, the non-tensor state and the data's sha256). A slot is valid only while
+its meta exists and its digests match, so a snapshot torn by a crash is never loaded: a writer removes the meta
+first and writes it last.
+
+Why files in ``/dev/shm``: the same bytes are "own memory" after an in-process restart (the process keeps its
+mapping: no allocation, no copy), survive an ft_launcher restart of the workers on the same node (a new process
+maps them again) and die with the pod (on Kubernetes ``/dev/shm`` is the pod's ``emptyDir: Memory`` volume). The
+mapping of a path is made once per process (:func:`buffer`) and kept for the process' life, so every snapshot after
+the first reuses it; the first mapping reserves the pages (``posix_fallocate``), so a full ``/dev/shm`` is an
+``ENOSPC`` at allocation, not a SIGBUS in the middle of a copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import pickle
+import shutil
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+
+#: The base directory of the memory tier's files (default ``/dev/shm``).
+SHM_BASE_ENV = "TRAINING_SHM_DIR"
+#: The lifetime of the memory tier's files: one pod. ``/dev/shm`` is the pod's own on Kubernetes and in the local
+#: cluster runner; ``training.local`` (workers on this machine's ``/dev/shm``) sets one scope per launch and removes
+#: it afterwards, as a replaced pod would lose its ``/dev/shm``.
+SCOPE_ENV = "TRAINING_MEMORY_SCOPE"
+#: Identifies this process in the metas it writes (a slot written by this process is "own memory").
+PROCESS_ID = uuid.uuid4().hex
+#: Bytes hashed per task when a buffer's sha256 is computed (the chunks are hashed in parallel).
+HASH_CHUNK = 64 << 20
+_HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
+_DIGEST_LEN = 32
+
+#: path -> (mmap, uint8 tensor over it, bytes): the mappings of this process, made once and never closed.
+_MAPPED: dict[Path, tuple[mmap.mmap, torch.Tensor, int]] = {}
+_NOTICE: list[str] = []
+
+
+def scope_dir(ckpt_root: Path) -> Path:
+    """The directory of one checkpoint root's memory tier within the current scope (:data:`SCOPE_ENV`)."""
+    base = Path(os.environ.get(SHM_BASE_ENV, "/dev/shm"))
+    key = hashlib.sha256(str(Path(ckpt_root).resolve()).encode()).hexdigest()[:12]
+    return base / f"ckpt-memtier-{key}-{os.environ.get(SCOPE_ENV) or 'pod'}"
+
+
+def remove_scope(scope: str) -> None:
+    """Remove every memory-tier directory of ``scope`` (what a pod's end does to its ``/dev/shm``)."""
+    base = Path(os.environ.get(SHM_BASE_ENV, "/dev/shm"))
+    for d in base.glob(f"ckpt-memtier-*-{scope}"):
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def pinning_notice() -> str:
+    """How the buffers are held: page-locked (CUDA) or plain shared memory (the CPU fallback, said so)."""
+    if torch.cuda.is_available():
+        return "host buffers page-locked (cudaHostRegister)"
+    return "no CUDA: host buffers are plain shared memory, not page-locked (CPU fallback)"
+
+
+def _pin(t: torch.Tensor) -> None:
+    if torch.cuda.is_available() and t.numel():
+        err = torch.cuda.cudart().cudaHostRegister(t.data_ptr(), t.numel(), 0)
+        if int(err) != 0:
+            raise OSError(f"cudaHostRegister of {t.numel()} bytes failed: {err}")
+
+
+def buffer(path: Path, nbytes: int) -> torch.Tensor:
+    """A uint8 tensor over the file ``path`` of ``nbytes`` bytes, mapped once per process (page-locked on CUDA).
+
+    An existing file of that size is mapped as it is (its bytes are kept: the snapshot of an earlier process); a
+    file of another size is replaced. Raises OSError (``ENOSPC`` when ``/dev/shm`` is full).
+    """
+    mapped = _MAPPED.get(path)
+    if mapped is not None and mapped[2] == nbytes and path.exists():
+        return mapped[1]
+    if mapped is not None:  # another layout: a new file; the old mapping stays valid for whoever holds it
+        _MAPPED.pop(path)
+        path.unlink(missing_ok=True)
+    size = max(nbytes, 1)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_size != size:
+            os.ftruncate(fd, 0)
+            os.ftruncate(fd, size)
+        os.posix_fallocate(fd, 0, size)
+        mm = mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+    t = torch.frombuffer(mm, dtype=torch.uint8)[:nbytes]
+    _pin(t)
+    _MAPPED[path] = (mm, t, nbytes)
+    return t
+
+
+def sha256_tensor(t: torch.Tensor) -> str:
+    """sha256 over chunks of a CPU uint8 tensor hashed in parallel: sha256 of the chunks' digests in order."""
+    view = memoryview(t.numpy()) if t.numel() else memoryview(b"")
+    chunks = [view[i : i + HASH_CHUNK] for i in range(0, len(view), HASH_CHUNK)] or [view]
+    with ThreadPoolExecutor(_HASH_THREADS) as pool:  # hashlib releases the GIL on large buffers
+        digests = list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
+    return hashlib.sha256(b"".join(digests)).hexdigest()
+
+
+class Slot:
+    """One snapshot slot: ``<name>.bin`` (data) and ``<name>.meta`` in ``directory``."""
+
+    def __init__(self, directory: Path, owner: int, index: int) -> None:
+        self.owner = owner
+        self.index = index
+        self.data_path = directory / f"owner{owner}.slot{index}.bin"
+        self.meta_path = directory / f"owner{owner}.slot{index}.meta"
+
+    def __repr__(self) -> str:
+        return f"Slot({self.data_path.name})"
+
+    def data(self, nbytes: int) -> torch.Tensor:
+        return buffer(self.data_path, nbytes)
+
+    def invalidate(self) -> None:
+        """Remove the meta first: from here on the slot holds no snapshot, whatever its data file holds."""
+        self.meta_path.unlink(missing_ok=True)
+
+    def read_meta(self) -> dict[str, Any] | None:
+        """The slot's meta if it exists and its digest matches, else None."""
+        return decode_meta(self.meta_path.read_bytes()) if self.meta_path.is_file() else None
+
+    def write_meta(self, payload: bytes) -> None:
+        part = self.meta_path.with_name(self.meta_path.name + ".part")
+        part.write_bytes(payload)
+        os.replace(part, self.meta_path)
+
+    def remove(self) -> None:
+        self.invalidate()
+        self.data_path.unlink(missing_ok=True)
+        _MAPPED.pop(self.data_path, None)
+
+
+def encode_meta(meta: dict[str, Any]) -> bytes:
+    body = pickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL)
+    return hashlib.sha256(body).digest() + body
+
+
+def decode_meta(blob: bytes) -> dict[str, Any] | None:
+    """The meta in ``blob``, or None when its digest does not match (a torn or damaged meta)."""
+    digest, body = blob[:_DIGEST_LEN], blob[_DIGEST_LEN:]
+    if len(blob) <= _DIGEST_LEN or hashlib.sha256(body).digest() != digest:
+        return None
+    meta = pickle.loads(body)
+    return meta if isinstance(meta, dict) and "step" in meta else None
+
+
+def slots(directory: Path) -> list[Slot]:
+    """Every slot with a meta file in ``directory``."""
+    found = []
+    for meta in sorted(directory.glob("owner*.slot*.meta")) if directory.is_dir() else []:
+        owner, index = meta.name[len("owner") : -len(".meta")].split(".slot")
+        found.append(Slot(directory, int(owner), int(index)))
+    return found
