@@ -242,13 +242,15 @@ class CheckpointManager:
     def save(self, step: int, state: AppState, *, during_write: Callable[[int], None] | None = None) -> None:
         """Checkpoint ``state`` as step ``step``.
 
-        Blocks first until the previous save is finalized (back-pressure: at most one staged copy).
+        Blocks first until the previous save is finalized (back-pressure: at most one staged copy); that wait is
+        ``backpressure_s`` of ``ckpt_begin`` and part of the save's ``stall_s``.
         ``during_write(step)`` is called while the write is in flight (async) or after the write and before
         the commit (sync): the fault-injection point of the checkpoint phase.
         """
+        t0 = time.perf_counter()  # the stall includes the wait for the previous write (back-pressure)
         self.wait()
-        t0 = time.perf_counter()
-        self._emit("ckpt_begin", step=step, mode=self.mode, backend=self.backend, note=self.notice or None)
+        note, wait_s = self.notice or None, round(time.perf_counter() - t0, 6)
+        self._emit("ckpt_begin", step=step, mode=self.mode, backend=self.backend, note=note, backpressure_s=wait_s)
         tmp = self.root / (step_dir_name(step) + TMP_SUFFIX)
         err: BaseException | None = None
         try:
