@@ -256,6 +256,10 @@ def rollback(f: Fault, a: RunAnalysis) -> None:
         return
     last_done = _last_step_before(a, f.ts, inclusive=True)
     done_step = last_done.step if last_done is not None else 0
+    if f.injected and f.phase == "step" and f.step is not None:
+        # the fault point precedes step N on the faulting rank, which had finished N-1 with every rank; rank 0 may
+        # log that step a moment after the fault is logged
+        done_step = max(done_step, f.step - 1)
     f.rollback_steps = max(0, done_step - f.restored_step)
     cutoff = f.restore_ts if f.restore_ts is not None else (f.recovered_ts or math.inf)
     latest: dict[int, StepExec] = {}
@@ -271,8 +275,8 @@ def rollback(f: Fault, a: RunAnalysis) -> None:
 
 
 def working_intervals(events: list[dict[str, Any]], a: RunAnalysis) -> list[tuple[float, float]]:
-    """When the job worked: every rank of the current world size (the newest ``start``'s ``world_size``) had an open
-    interval. A rank's interval opens at its ``start``/``restart_end`` and closes at its ``fault_injected``,
+    """When the job worked: every rank of the current world size (the newest ``start``'s ``world_size``, at most the
+    number of ranks that log a ``start`` at all) had an open interval. A rank's interval opens at its ``start``/``restart_end`` and closes at its ``fault_injected``,
     ``restart_begin`` or ``exit``; a process that stopped without a word closes at its fault's time."""
     edges: list[tuple[float, int, int]] = []  # (ts, +1 open / -1 close, rank)
     for p in a.processes:
@@ -286,7 +290,9 @@ def working_intervals(events: list[dict[str, Any]], a: RunAnalysis) -> list[tupl
         if open_at is not None:
             end = a.stopped.get(p.key, a.t1)
             edges += [(open_at, 1, p.rank), (max(open_at, end), -1, p.rank)]  # type: ignore[type-var]
-    worlds = [(e["ts"], int(e.get("world_size") or 1)) for e in a.starts]
+    # A log that speaks for the world with fewer ranks (the planner's simulation logs rank 0 only) counts those.
+    logging = len({e.get("rank") for e in a.starts})
+    worlds = [(e["ts"], min(int(e.get("world_size") or 1), logging)) for e in a.starts]
     out: list[tuple[float, float]] = []
     open_ranks: dict[int, int] = {}
     since: float | None = None

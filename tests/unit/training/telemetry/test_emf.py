@@ -144,7 +144,8 @@ def test_the_run_becomes_metrics_while_it_runs(tmp_path) -> None:
     assert got == [0.2, 0.3, 1.5, 2.0, 3.0]
     # goodput so far at every commit (1005.5, 1014.3) and at each process's first step (1001.0, 1009.8)
     goodput = [(r["_aws"]["Timestamp"], r["TrainingGoodput"]) for r in recs if "TrainingGoodput" in r]
-    # at 1001.0: step 1 (0.8 s) of 1.0 s; at the commit 1005.5 (written before step 5): steps 1..4 (3.2 s) of 5.5 s; at 1009.8: 1..4 and 5 again
+    # at 1001.0: step 1 (0.8 s) of 1.0 s; at the commit 1005.5 (written before step 5): steps 1..4 (3.2 s) of
+    # 5.5 s; at 1009.8: 1..4 and 5 again
     assert [t for t, _ in goodput] == [1001000, 1005500, 1009800, 1014300]
     assert goodput[0][1] == pytest.approx(80.0)
     assert goodput[1][1] == pytest.approx(100 * 3.2 / 5.5, abs=1e-3)
