@@ -276,8 +276,9 @@ def rollback(f: Fault, a: RunAnalysis) -> None:
 
 def working_intervals(events: list[dict[str, Any]], a: RunAnalysis) -> list[tuple[float, float]]:
     """When the job worked: every rank of the current world size (the newest ``start``'s ``world_size``, at most the
-    number of ranks that log a ``start`` at all) had an open interval. A rank's interval opens at its ``start``/``restart_end`` and closes at its ``fault_injected``,
-    ``restart_begin`` or ``exit``; a process that stopped without a word closes at its fault's time."""
+    number of ranks that log a ``start`` at all) had an open interval. A rank's interval opens at its ``start`` /
+    ``restart_end`` and closes at its ``fault_injected``, ``restart_begin`` or ``exit``; a process that stopped
+    without a word closes at its fault's time."""
     edges: list[tuple[float, int, int]] = []  # (ts, +1 open / -1 close, rank)
     for p in a.processes:
         open_at: float | None = None
