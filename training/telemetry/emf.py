@@ -107,8 +107,9 @@ class EmfEmitter(EmfSink):
         values: dict[str, float | None] = {
             "CheckpointStall": stall_s,
             "CheckpointWrite": write_s,
-            "CheckpointsCommitted": 1 if committed else None,
-            "CheckpointsFailed": 1 if failed else None,
+            # a commit also reports 0 failures and a failure 0 commits: both series exist from the first save on
+            "CheckpointsCommitted": 1 if committed else 0 if failed else None,
+            "CheckpointsFailed": 1 if failed else 0 if committed else None,
             "CheckpointAge": 0.0 if committed else None,
         }
         return self._emit(values, properties={"step": step})
