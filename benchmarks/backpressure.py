@@ -1,6 +1,6 @@
 """Back-pressure: checkpoints more often than a write takes, against a run without checkpoints.
 
-``python -m benchmarks.backpressure [--steps 80] [--interval 5] [--write-delay 1.0] [--out DIR]``
+``python -m benchmarks.backpressure [--steps 100] [--interval 10] [--write-delay 2.0] [--out DIR]``
 
 Runs :mod:`benchmarks.checkpoint_staging`'s ``none`` and ``async`` variants (one torchrun job each, 2 CPU workers
 without CUDA) with every checkpoint write slowed by ``--write-delay`` seconds (``TRAINING_CKPT_WRITE_DELAY_S``, the
@@ -9,17 +9,21 @@ it compares what the goodput report says of the async run with what the two runs
 
 * ``efficiency (report)``: the report's ``checkpoint.efficiency``, steps/s with checkpoints / steps/s without, both
   estimated inside the async run (``docs/goodput.md``);
-* ``efficiency (vs none)``: the async run's steps/s over the ``none`` run's (steps after ``--warmup``);
+* ``efficiency (vs none)``: the async run's steps/s over the ``none`` run's, from step ``--warmup`` on (default
+  1: the report's step gaps start there too);
 * ``back-pressure s``: the report's total wait for previous writes, part of the stall;
 * and whether the report warned that the interval is shorter than the write.
 
-Exits 1 when a variant failed.
+With ``--repeats N`` the pair runs N times, interleaved (none, async, none, async, ...), so that a change in the
+machine's load hits both variants alike; a row per pair, then the medians. Exits 1 when a variant failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,42 +36,56 @@ VARIANTS = ("none", "async")
 
 
 def measure(out: Path, warmup: int) -> dict[str, dict[str, Any]]:
-    """Per variant: steps/s and the report's checkpoint figures and warnings."""
+    """Per variant of one pair: steps/s and the report's checkpoint figures and warnings."""
     rows: dict[str, dict[str, Any]] = {}
     for variant in VARIANTS:
         run_dir = out / variant
         if (run_dir / "events.jsonl").is_file():
             r = report(run_dir)
-            rows[variant] = {
-                "steps_per_s": step_throughput(run_dir, warmup),
-                **r["checkpoint"],
-                "warnings": r["warnings"],
-            }
+            steps_per_s = step_throughput(run_dir, warmup)
+            rows[variant] = {"steps_per_s": steps_per_s, **r["checkpoint"], "warnings": r["warnings"]}
     return rows
 
 
-def table(rows: dict[str, dict[str, Any]], args: argparse.Namespace, device: str) -> str:
-    base = rows.get("none", {}).get("steps_per_s")
+def compare(rows: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The async run of a pair against its none run; None when one is missing."""
+    none, run = rows.get("none"), rows.get("async")
+    if not none or not run or not none["steps_per_s"] or not run["steps_per_s"]:
+        return None
+    measured, reported = run["steps_per_s"] / none["steps_per_s"], run["efficiency"]
+    return {
+        "none_steps_per_s": none["steps_per_s"],
+        "async_steps_per_s": run["steps_per_s"],
+        "efficiency_vs_none": measured,
+        "efficiency_report": reported,
+        "difference_points": None if reported is None else 100 * abs(reported - measured),
+        "backpressure_s": run["backpressure_s"],
+        "stall_s_mean": run["stall_s_mean"],
+        "write_s_mean": run["write_s_mean"],
+        "interval_s": run["interval_s"],
+        "warned": any("shorter than the write time" in w for w in run["warnings"]),
+    }
+
+
+def table(pairs: list[dict[str, Any]], args: argparse.Namespace, device: str) -> str:
     lines = [
         f"Back-pressure, model {args.size}, {device}: {args.steps} steps, a checkpoint every {args.interval}, "
-        f"each write slowed by {args.write_delay:g} s",
+        f"each write slowed by {args.write_delay:g} s; {len(pairs)} interleaved pair(s) of runs",
         "",
-        "| variant | steps/s | efficiency (vs none) | efficiency (report) | difference, points | back-pressure s "
-        "| stall mean s | write mean s | interval s | interval < write warned |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| pair | none steps/s | async steps/s | efficiency (vs none) | efficiency (report) | difference, points "
+        "| back-pressure s | stall mean s | write mean s | interval s | interval < write warned |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, r in rows.items():
-        measured = r["steps_per_s"] / base if base and r["steps_per_s"] else None
-        r["efficiency_vs_none"] = measured
-        reported = r["efficiency"] if name != "none" else None
-        diff = 100 * abs(reported - measured) if reported is not None and measured is not None else None
-        r["difference_points"] = diff
-        warned = any("shorter than the write time" in w for w in r["warnings"])
+    rows = [(str(i + 1), p) for i, p in enumerate(pairs)]
+    if len(pairs) > 1:
+        median = {k: statistics.median(p[k] for p in pairs) for k in pairs[0] if k != "warned"}
+        rows.append(("median", {**median, "warned": all(p["warned"] for p in pairs)}))
+    for name, p in rows:
         lines.append(
-            f"| {name} | {fmt(r['steps_per_s'])} | {fmt(measured, '.1%')} | {fmt(reported, '.1%')} "
-            f"| {fmt(diff, '.1f')} "
-            f"| {fmt(r['backpressure_s'])} | {fmt(r['stall_s_mean'], '.3f')} | {fmt(r['write_s_mean'], '.3f')} "
-            f"| {fmt(r['interval_s'])} | {'yes' if warned else 'no'} |"
+            f"| {name} | {fmt(p['none_steps_per_s'])} | {fmt(p['async_steps_per_s'])} "
+            f"| {fmt(p['efficiency_vs_none'], '.1%')} | {fmt(p['efficiency_report'], '.1%')} "
+            f"| {fmt(p['difference_points'], '.1f')} | {fmt(p['backpressure_s'])} | {fmt(p['stall_s_mean'], '.3f')} "
+            f"| {fmt(p['write_s_mean'], '.3f')} | {fmt(p['interval_s'])} | {'yes' if p['warned'] else 'no'} |"
         )
     return "\n".join(lines)
 
@@ -75,25 +93,33 @@ def table(rows: dict[str, dict[str, Any]], args: argparse.Namespace, device: str
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="tiny")
-    p.add_argument("--steps", type=int, default=80)
-    p.add_argument("--interval", type=int, default=5)
-    p.add_argument("--write-delay", type=float, default=1.0, help="seconds each checkpoint write sleeps first")
-    p.add_argument("--warmup", type=int, default=3, help="steps left out of steps/s")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--interval", type=int, default=10)
+    p.add_argument("--write-delay", type=float, default=2.0, help="seconds each checkpoint write sleeps first")
+    p.add_argument("--warmup", type=int, default=1, help="steps left out of steps/s")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved pairs of runs")
     p.add_argument("--out", type=Path, default=Path("runs/bench-backpressure"))
     p.add_argument("--timeout", type=float, default=300, help="seconds one variant may take")
     args = p.parse_args(argv)
-    args.out = args.out.resolve()
-    args.out.mkdir(parents=True, exist_ok=True)
+    root = args.out.resolve()
     nproc, device = workers(None)
     # what benchmarks.checkpoint_staging's launcher reads
     args.variants, args.seq_len, args.micro_batch, args.config = ",".join(VARIANTS), None, None, None
     os.environ[WRITE_DELAY_ENV] = str(args.write_delay)
     failed = False
-    for variant in VARIANTS:
-        failed |= checkpoint_staging._launch(args, variant, nproc) != 0
-    rows = measure(args.out, args.warmup)
-    print("\n" + table(rows, args, device), flush=True)
-    return 1 if failed or set(rows) != set(VARIANTS) else 0
+    pairs = []
+    for i in range(args.repeats):
+        args.out = root / f"pair{i + 1}"
+        args.out.mkdir(parents=True, exist_ok=True)
+        for variant in VARIANTS:
+            failed |= checkpoint_staging._launch(args, variant, nproc) != 0
+        pair = compare(measure(args.out, args.warmup))
+        failed |= pair is None
+        if pair is not None:
+            pairs.append(pair)
+    print("\n" + table(pairs, args, device), flush=True)
+    (root / "results.json").write_text(json.dumps({"device": device, "pairs": pairs}, indent=2))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

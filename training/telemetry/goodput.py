@@ -42,6 +42,8 @@ __all__ = ["LoadedEvents", "RunAnalysis", "analyze", "load_events", "parse_event
 #: Events after which two consecutive ``step`` events no longer measure one step's duration.
 SEGMENT_BREAKS = recovery.OPEN_EVENTS | recovery.CLOSE_EVENTS | {"restore"}
 UNKNOWN_LAYER = "unknown"
+#: Step gaps with no checkpoint activity at all that the estimate of the speed without checkpoints needs.
+MIN_IDLE_GAPS = 3
 
 
 def load_events(run_dir: str | os.PathLike[str]) -> LoadedEvents:
@@ -253,6 +255,7 @@ def analyze(events: list[dict[str, Any]], worker_exits: list[WorkerExit] | None 
         a.warnings.append("the event log spans no time (one timestamp): goodput is undefined")
     _steps(events, a)
     _checkpoints(events, a)
+    _throughput(a)
     _restarts(events, a)
     a.exits = [e for e in events if e["event"] == "exit"]
     a.starts = [e for e in events if e["event"] == "start" and (e.get("rank") is None or e["rank"] >= 0)]
@@ -281,6 +284,32 @@ def _working_time(events: list[dict[str, Any]], a: RunAnalysis) -> None:
     a.working_intervals = recovery.working_intervals(events, a)
     if not a.exits:
         a.warnings.append("no exit event: the run was still going or was killed; the last event ends the run")
+
+
+def _throughput(a: RunAnalysis) -> None:
+    """Mean step gap with checkpoints (all gaps) and without: the gaps with no save in them and no asynchronous
+    write in flight (a background write slows the steps it overlaps: that is checkpoint cost too). With fewer than
+    :data:`MIN_IDLE_GAPS` such gaps, the gaps with no save in them, and a warning."""
+    gaps = [s for s in a.steps if s.gap_s is not None and not s.had_eval]
+    if not gaps:
+        return
+    a.step_s_with_ckpt = statistics.fmean(s.gap_s for s in gaps)  # type: ignore[misc]
+    writes = [
+        (s.begin_ts, s.committed_ts if s.committed_ts is not None else a.t1)
+        for s in a.saves
+        if s.mode != "sync" and s.begin_ts is not None
+    ]
+    no_save = [s for s in gaps if not s.had_checkpoint]
+    idle = [s.gap_s for s in no_save if not any(s.ts - s.gap_s < end and s.ts > begin for begin, end in writes)]  # type: ignore[operator]
+    if len(idle) >= MIN_IDLE_GAPS or len(idle) == len(no_save):
+        a.step_s_without_ckpt = statistics.fmean(idle) if idle else None
+        return
+    a.step_s_without_ckpt = statistics.fmean(s.gap_s for s in no_save)  # type: ignore[misc]
+    a.warnings.append(
+        f"only {len(idle)} step gap(s) ran with no checkpoint write in flight (fewer than {MIN_IDLE_GAPS}): steps/s "
+        "without checkpoints comes from gaps that overlapped background writes, which slow them; the efficiency may "
+        "read high"
+    )
 
 
 def _checkpoint_warnings(a: RunAnalysis) -> None:
@@ -342,11 +371,6 @@ def _steps(events: list[dict[str, Any]], a: RunAnalysis) -> None:
         if ex.step <= a.final_step:
             a.kept[ex.step] = ex
     a.productive_s = sum(ex.duration_s for ex in a.kept.values())
-    gaps = [s for s in a.steps if s.gap_s is not None and not s.had_eval]
-    if gaps:
-        a.step_s_with_ckpt = statistics.fmean(s.gap_s for s in gaps)  # type: ignore[misc]
-        clean = [s.gap_s for s in gaps if not s.had_checkpoint]
-        a.step_s_without_ckpt = statistics.fmean(clean) if clean else None  # type: ignore[arg-type]
 
 
 def _checkpoints(events: list[dict[str, Any]], a: RunAnalysis) -> None:

@@ -97,21 +97,25 @@ def silent_stops(events: list[dict[str, Any]], a: RunAnalysis, exits: list[Worke
             a.stopped[p.key] = explained.ts if explained.injected else ts
             continue
         a.stopped[p.key] = ts
-        logged = find_exit(exits, p.pid, p.host)
-        cause, source = _cause(events, p, logged)
-        last_step = _last_step_before(a, ts, inclusive=True)
-        f = Fault(
-            kind=f"uninjected:{cause}",
-            step=(last_step.step + 1) if last_step is not None else None,
-            rank=p.rank,
-            ts=ts,
-            injected=False,
-            host=p.host,
-            pid=p.pid,
-            cause_source=source,
-        )
-        a.faults.append(f)
+        cause, source = _cause(events, p, find_exit(exits, p.pid, p.host))
+        f = _uninjected(a, cause, ts, p.rank, source, host=p.host, pid=p.pid)
         recover(f, p.last, math.inf, a)
+
+
+def _uninjected(a: RunAnalysis, cause: str, ts: float, rank: int | None, source: str, **where: Any) -> Fault:
+    """A fault nobody injected at ``ts``: the step in flight is the one after the last completed."""
+    last = _last_step_before(a, ts, inclusive=True)
+    f = Fault(
+        kind=f"uninjected:{cause}",
+        step=(last.step + 1) if last is not None else None,
+        rank=rank,
+        ts=ts,
+        injected=False,
+        cause_source=source,
+        **where,
+    )
+    a.faults.append(f)
+    return f
 
 
 def _explains(f: Fault, ts: float, sign: float) -> bool:
@@ -141,15 +145,7 @@ def unexplained_restarts(a: RunAnalysis) -> None:
             continue  # part of a recovery under way (a second layer, another rank's view)
         last = _last_step_before(a, ep.detection_ts)
         ts = min(last.ts, ep.detection_ts) if last is not None else ep.detection_ts
-        f = Fault(
-            kind=f"uninjected:{ep.cause}",
-            step=(last.step + 1) if last is not None else None,
-            rank=ep.rank,
-            ts=ts,
-            injected=False,
-            cause_source=f"restart_begin of layer {ep.layer}",
-        )
-        a.faults.append(f)
+        f = _uninjected(a, ep.cause, ts, ep.rank, f"restart_begin of layer {ep.layer}")
         recover(f, None, math.inf, a, detected=ep)
 
 

@@ -213,6 +213,22 @@ def test_backpressure_is_part_of_the_stall_and_of_the_efficiency() -> None:
     assert ck["interval_s"] == pytest.approx(2.6)
     (warning,) = [w for w in a.warnings if "shorter than the write time" in w]
     assert "interval 2.60 s" in warning and "3.00 s" in warning and "back-pressure 2.00 s" in warning
+    # only step 2 ran with no write in flight: the speed without checkpoints comes from the save-free gaps, said so
+    assert any(w.startswith("only 1 step gap(s) ran with no checkpoint write in flight") for w in a.warnings)
+
+
+def test_steps_slowed_by_a_background_write_count_against_the_efficiency() -> None:
+    log = TrainerLog(interval=4, stall_s=0.1, write_s=2.0).start()
+    log.steps(4)  # 1001..1004; save 4: staged 1004.1, written by 1006.1
+    log.step_gap = 1.5  # the write slows the steps it overlaps
+    log.steps(6)  # 5 at 1005.6 (the save's gap: 1.6), 6 at 1007.1 (1.5, overlapping the write)
+    log.step_gap = 1.0
+    events = log.steps(8).finish().sorted_events()  # 7 at 1008.1, 8 at 1009.1: no write in flight
+    ck = analyze(events).checkpoint_summary()
+    # with: gaps 1, 1, 1, 1.6, 1.5, 1, 1 = 8.1 s for 7 steps; without: the 5 gaps with no save and no write, 1.0 s
+    assert ck["step_s_with_checkpoints"] == pytest.approx(8.1 / 7, abs=1e-4)
+    assert ck["steps_per_s_without_checkpoints"] == 1.0
+    assert ck["efficiency"] == pytest.approx(7 / 8.1, abs=1e-4)
 
 
 def test_no_faults_no_checkpoints_and_missing_step_s() -> None:
