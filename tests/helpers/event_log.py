@@ -224,4 +224,5 @@ def emf_records(events: list[dict[str, Any]], run_dir: Path, rank: int = 0) -> l
             if e["rank"] == rank:
                 now[0] = e["ts"]
                 emf.on_event(e)
+                emf.flush()
     return [json.loads(line) for line in buf.getvalue().splitlines()]

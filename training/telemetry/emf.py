@@ -25,6 +25,7 @@ Usage: ``EmfEmitter(cfg).follow(event_log)`` turns every event of the process in
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ class EmfEmitter(EmfSink):
         self.last_commit_ts: float | None = None
         self.events_path: Path | None = None  # the event log, for the analysis (set by :meth:`follow`)
         self._entered = False  # a start was seen and its first step not yet
+        self._goodput: threading.Thread | None = None  # the analysis after a commit, off the saving thread
 
     def follow(self, events: Any) -> None:
         """Turn every event ``events`` (an :class:`training.telemetry.events.EventLog`) writes into metrics."""
@@ -161,11 +163,27 @@ class EmfEmitter(EmfSink):
             self.checkpoint(e["step"], stall_s=e.get("stall_s"))
         elif kind == "ckpt_committed":
             self.checkpoint(e["step"], write_s=e.get("write_s"), committed=True)
-            self._analysis_metrics(recovered_at=None)
+            self._goodput_in_background()
         elif kind == "ckpt_failed" and e.get("op") != "restore":
             self.checkpoint(e["step"], failed=True)
         elif kind == "restart_begin" and e.get("rank") in (0, None):
             self.restart(layer=e["layer"], cause=e.get("cause", "unknown"))
+
+    def _goodput_in_background(self) -> None:
+        """The run's goodput so far, on a thread of its own: a synchronous save commits on the training thread, and
+        reading the whole log there would lengthen the stall it measures. One at a time; a commit while one runs
+        is covered by it."""
+        if self._goodput is not None and self._goodput.is_alive():
+            return
+        self._goodput = threading.Thread(
+            target=self._analysis_metrics, kwargs={"recovered_at": None}, name="emf-goodput", daemon=True
+        )
+        self._goodput.start()
+
+    def flush(self) -> None:
+        """Wait for the goodput analysis under way, if any."""
+        if self._goodput is not None:
+            self._goodput.join()
 
     def _analysis_metrics(self, *, recovered_at: float | None) -> None:
         """The run's goodput so far and, at a process's first step, the faults that step recovered."""

@@ -33,6 +33,7 @@ from training.telemetry.records import (
     RestartEpisode,
     StepExec,
     generation,
+    process_key,
 )
 from training.telemetry.records import _r as _r
 from training.telemetry.records import is_number as _is_number
@@ -343,9 +344,12 @@ def _steps(events: list[dict[str, Any]], a: RunAnalysis) -> None:
                 bad += 1
                 continue
             step_s = e.get("step_s") if _is_number(e.get("step_s")) and e["step_s"] >= 0 else None
-            ex = StepExec(step=step, ts=e["ts"], step_s=step_s)
+            mono = e.get("mono") if _is_number(e.get("mono")) else None
+            ex = StepExec(step=step, ts=e["ts"], step_s=step_s, mono=mono, process=process_key(e))
             if prev is not None and prev_segment == segment and step == prev.step + 1:
-                ex.gap_s = ex.ts - prev.ts
+                # within one process its monotonic clock measures the gap (immune to a wall-clock step)
+                same = ex.process == prev.process and ex.mono is not None and prev.mono is not None
+                ex.gap_s = ex.mono - prev.mono if same else ex.ts - prev.ts  # type: ignore[operator]
                 ex.had_checkpoint, ex.had_eval = ckpt_since_prev, eval_since_prev
             a.steps.append(ex)
             prev, prev_segment = ex, segment

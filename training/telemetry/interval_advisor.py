@@ -157,7 +157,8 @@ def advise_for_run(
     write = ck["write_s_mean"]
     if advice.interval_s is not None and ck["mode"] != "sync" and write is not None and advice.interval_s < write:
         note = f"interval raised from {advice.interval_s:.2f} s to the mean write time {write:.2f} s"
-        steps = max(1, math.ceil(write / step_s)) if step_s else None
+        # rounded first: a step time of 0.9999999 s (float noise) must not add a step
+        steps = max(1, math.ceil(round(write / step_s, 6))) if step_s else None
         advice = replace(
             advice,
             interval_s=write,

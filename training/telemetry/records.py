@@ -32,6 +32,8 @@ class StepExec:
     step: int
     ts: float  # end of the step
     step_s: float | None  # as reported by the trainer
+    mono: float | None = None  # the writer's monotonic clock at the end of the step
+    process: tuple[Any, ...] = ()  # the writer (:func:`process_key`)
     gap_s: float | None = None  # time since the previous step event, when that was step-1 in the same segment
     duration_s: float = 0.0  # step_s, else gap_s, else the median of the known durations
     had_checkpoint: bool = False  # a ckpt_begin/ckpt_staged fell inside the gap

@@ -231,6 +231,15 @@ def test_steps_slowed_by_a_background_write_count_against_the_efficiency() -> No
     assert ck["efficiency"] == pytest.approx(7 / 8.1, abs=1e-4)
 
 
+def test_gaps_inside_a_process_use_its_monotonic_clock() -> None:
+    log = TrainerLog(step_s=None).start()
+    events = log.steps(4).finish().sorted_events()  # steps at 1001..1004, mono 1..4
+    (step3,) = [e for e in events if e["event"] == "step" and e["step"] == 3]
+    step3["ts"] += 0.5  # the wall clock of the host jumped by 0.5 s (an NTP step) between steps 2 and 3
+    a = analyze(events)
+    assert [s.gap_s for s in a.steps] == [None, 1.0, 1.0, 1.0]
+
+
 def test_no_faults_no_checkpoints_and_missing_step_s() -> None:
     log = TrainerLog(step_s=None).start()
     events = log.steps(5).finish(dt=0.5).sorted_events()  # steps at 1001..1005, exits at 1005.5
