@@ -84,8 +84,7 @@ class Runner:
         self.steps = args.steps or cfg.train.steps
         self.events = EventLog(self.run_dir, self.rank, layer=self._default_layer())
         self.emf = EmfEmitter(cfg)
-        if self.emf.enabled:
-            self.events.sinks.append(self.emf.on_event)
+        self.emf.follow(self.events)
         self.ledger = FailureLedger(self.run_dir, self.rank, cfg.faults.max_repeats)
         faults = schedule_from_config(cfg, args.faults, self.steps, self.world_size)
         self.injector = FaultInjector(faults, self.run_dir, self.rank, self.events, self.ledger, self.events.layer)

@@ -76,13 +76,17 @@ class StorageSaves:
     def save(self, step: int, state: AppState, *, during_write: Callable[[int], None] | None = None) -> None:
         """Checkpoint ``state`` as step ``step`` to storage.
 
-        Blocks first until the previous save is finalized (back-pressure: at most one staged copy).
+        Blocks first until the previous save is finalized (back-pressure: at most one staged copy); that wait is
+        ``backpressure_s`` of ``ckpt_begin`` and part of the save's ``stall_s`` (not of its ``write_s``).
         ``during_write(step)`` is called while the write is in flight (async) or after the write and before
         the commit (sync): the fault-injection point of the checkpoint phase.
         """
+        t_wait = time.perf_counter()
         self.wait()
         flight = InFlight(step, self.root / (step_dir_name(step) + TMP_SUFFIX), time.perf_counter())
-        self._emit("ckpt_begin", step=step, mode=self.mode, backend=self.backend, note=self.notice or None)
+        wait_s = round(flight.t_begin - t_wait, 6)
+        note = self.notice or None
+        self._emit("ckpt_begin", step=step, mode=self.mode, backend=self.backend, note=note, backpressure_s=wait_s)
         err: BaseException | None = None
         try:
             flight.tmp.mkdir(parents=True, exist_ok=True)
@@ -109,9 +113,7 @@ class StorageSaves:
             if not all_ok(self.pg, flight.error is None):
                 raise flight.reported or self._fail(step, OSError("commit failed on rank 0"))
             # The loop goes on only now: a synchronous save stalls it for the write *and* the commit.
-        self._emit(
-            "ckpt_staged", step=step, stall_s=round(time.perf_counter() - flight.t_begin, 6), backend=self.backend
-        )
+        self._emit("ckpt_staged", step=step, stall_s=round(time.perf_counter() - t_wait, 6), backend=self.backend)
         if self.io.asynchronous and during_write is not None:
             during_write(step)
 

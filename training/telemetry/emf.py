@@ -4,41 +4,34 @@ One JSON object per line; CloudWatch turns each into metric data points in ``obs
 Every metric carries the ``JobName`` dimension (``job.job_name``); restart metrics also ``Layer`` and
 ``Layer``+``Cause``. The dashboard and alarms of ``stacks/observability.py`` read exactly these names.
 
-Where the lines go:
+Where the lines go: :mod:`training.telemetry.emf_sink` (the CloudWatch agent's EMF listener when
+``AWS_EMF_AGENT_ENDPOINT`` is set, which is the path that creates metrics on EKS; else stdout, which Fluent Bit
+ships as log text only).
 
-* ``AWS_EMF_AGENT_ENDPOINT`` set (``udp://HOST:25888`` or ``tcp://HOST:25888``): sent to the CloudWatch agent's
-  EMF listener. On EKS the ``amazon-cloudwatch-observability`` add-on runs the agent on every node with host
-  networking; the observability construct turns its EMF listener on, so pods point this at their node
-  (``status.hostIP`` through the downward API). This is the path that creates metrics on EKS.
-* otherwise: written to ``stream`` (stdout by default). Container stdout is shipped as log text by Fluent Bit
-  (searchable in Logs Insights), but CloudWatch only extracts metrics from EMF sent to the agent or to a log
-  group directly, so on EKS set the endpoint.
+Usage: ``EmfEmitter(cfg).follow(event_log)`` turns every event of the process into metrics, during the run
+(:meth:`EmfEmitter.on_event`):
 
-Usage (the trainer / resilience layer)::
-
-    emf = EmfEmitter(cfg)                     # a no-op unless cfg.observability.emf_metrics
-    emf.step(step, step_s=..., tokens=..., loss=...)
-    emf.checkpoint(step, stall_s=...)         # staged
-    emf.checkpoint(step, write_s=..., committed=True)
-    emf.restart(layer="inprocess", cause="exception", recovery_s=..., rollback_steps=...)
-    emf.goodput(training=0.91, infrastructure=0.97)
+* every ``step``: ``StepsCompleted``, ``StepTime``, ``TokensPerSecond``, ``Loss``, ``CheckpointAge`` (the age of
+  the newest commit seen, or of the checkpoint this process restored);
+* ``ckpt_staged`` / ``ckpt_committed`` / ``ckpt_failed``: ``CheckpointStall`` (back-pressure included),
+  ``CheckpointWrite``, ``CheckpointsCommitted``, ``CheckpointsFailed``; a commit also publishes the run's goodput so
+  far (``TrainingGoodput``, ``InfrastructureGoodput``, from the goodput analysis of the event log);
+* rank 0's ``restart_begin``: ``Restarts`` by ``Layer`` and ``Cause`` (at once: a crash loop never recovers);
+* the first step of every (re-)entered process: the report's numbers for each fault that step recovered
+  (``DetectionTime``, ``RestartTime``, ``RestoreTime``, ``RecoveryTime`` = fault -> first new step after the restore,
+  ``RollbackSteps``, by ``Layer``), and the goodput so far. The values are those of ``report.json``: the same
+  analysis (:func:`training.telemetry.goodput.analyze`) of the same log.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import sys
-import time
-from typing import Any, TextIO
-from urllib.parse import urlparse
+import threading
+from pathlib import Path
+from typing import Any
 
-from platform_config.schema import ProjectConfig
+from training.telemetry.emf_sink import AGENT_PORT, ENDPOINT_ENV, JOB_DIMENSION, EmfSink
 
-ENDPOINT_ENV = "AWS_EMF_AGENT_ENDPOINT"
-#: Port of the CloudWatch agent's EMF listener (TCP and UDP), turned on by ``stacks/observability.py``.
-AGENT_PORT = 25888
+__all__ = ["AGENT_PORT", "ENDPOINT_ENV", "JOB_DIMENSION", "METRICS", "EmfEmitter"]
 
 #: Metric name -> CloudWatch unit. The dashboard and alarms use these names.
 METRICS: dict[str, str] = {
@@ -53,41 +46,33 @@ METRICS: dict[str, str] = {
     "CheckpointsFailed": "Count",
     "Restarts": "Count",
     "DetectionTime": "Seconds",
+    "RestartTime": "Seconds",
+    "RestoreTime": "Seconds",
     "RecoveryTime": "Seconds",
     "RollbackSteps": "Count",
     "TrainingGoodput": "Percent",
     "InfrastructureGoodput": "Percent",
 }
-JOB_DIMENSION = "JobName"
 
 
-class EmfEmitter:
-    """Emits EMF records; every method returns the record it wrote (None when disabled)."""
+class EmfEmitter(EmfSink):
+    """The training's metrics; every method returns the record it wrote (None when disabled)."""
 
-    def __init__(
-        self,
-        cfg: ProjectConfig,
-        stream: TextIO | None = None,
-        *,
-        endpoint: str | None = None,
-        enabled: bool | None = None,
-        clock: Any = time.time,
-    ) -> None:
-        self.enabled = cfg.observability.emf_metrics if enabled is None else enabled
-        self.namespace = cfg.observability.metric_namespace
-        self.job_name = cfg.job.job_name
-        self.stream = stream if stream is not None else sys.stdout
-        self.endpoint = endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV)
-        self._clock = clock
-        self._sock: socket.socket | None = None
-        self._addr: tuple[str, int] | None = None
-        self._proto: str | None = None
+    units = METRICS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.last_commit_ts: float | None = None
-        self._restart_cause: dict[str, tuple[str, float | None]] = {}
-        if self.enabled and self.endpoint:
-            self._proto, self._addr = _parse_endpoint(self.endpoint)
+        self.events_path: Path | None = None  # the event log, for the analysis (set by :meth:`follow`)
+        self._entered = False  # a start was seen and its first step not yet
+        self._goodput: threading.Thread | None = None  # the analysis after a commit, off the saving thread
 
-    # ------------------------------------------------------------------ public API
+    def follow(self, events: Any) -> None:
+        """Turn every event ``events`` (an :class:`training.telemetry.events.EventLog`) writes into metrics."""
+        if self.enabled:
+            self.events_path = Path(events.path)
+            events.sinks.append(self.on_event)
+
     def step(
         self,
         step: int,
@@ -124,30 +109,31 @@ class EmfEmitter:
         values: dict[str, float | None] = {
             "CheckpointStall": stall_s,
             "CheckpointWrite": write_s,
-            "CheckpointsCommitted": 1 if committed else None,
-            "CheckpointsFailed": 1 if failed else None,
+            # a commit also reports 0 failures and a failure 0 commits: both series exist from the first save on
+            "CheckpointsCommitted": 1 if committed else 0 if failed else None,
+            "CheckpointsFailed": 1 if failed else 0 if committed else None,
             "CheckpointAge": 0.0 if committed else None,
         }
         return self._emit(values, properties={"step": step})
 
-    def restart(
-        self,
-        *,
-        layer: str,
-        cause: str,
-        detection_s: float | None = None,
-        recovery_s: float | None = None,
-        rollback_steps: int | None = None,
-    ) -> dict[str, Any] | None:
+    def restart(self, *, layer: str, cause: str) -> dict[str, Any] | None:
         """One restart by ``layer`` (inprocess / ft_launcher / job) for ``cause``."""
-        values: dict[str, float | None] = {
-            "Restarts": 1,
-            "DetectionTime": detection_s,
-            "RecoveryTime": recovery_s,
-            "RollbackSteps": rollback_steps,
-        }
         dims = [[JOB_DIMENSION], [JOB_DIMENSION, "Layer"], [JOB_DIMENSION, "Layer", "Cause"]]
-        return self._emit(values, dimensions=dims, dimension_values={"Layer": layer, "Cause": cause})
+        return self._emit({"Restarts": 1}, dimensions=dims, dimension_values={"Layer": layer, "Cause": cause})
+
+    def recovery(self, fault: dict[str, Any]) -> dict[str, Any] | None:
+        """One recovered fault as ``report.json`` has it (``faults[]``): its times and rollback, by layer."""
+        values: dict[str, float | None] = {
+            "DetectionTime": fault.get("detection_s"),
+            "RestartTime": fault.get("restart_s"),
+            "RestoreTime": fault.get("restore_s"),
+            "RecoveryTime": fault.get("recovery_s"),
+            "RollbackSteps": fault.get("rollback_steps"),
+        }
+        dims = [[JOB_DIMENSION], [JOB_DIMENSION, "Layer"]]
+        layer = fault.get("layer") or "unknown"
+        props = {"kind": fault.get("kind"), "step": fault.get("step")}
+        return self._emit(values, dimensions=dims, dimension_values={"Layer": layer}, properties=props)
 
     def goodput(self, *, training: float | None, infrastructure: float | None) -> dict[str, Any] | None:
         """Goodput fractions (0..1), published as percent."""
@@ -166,90 +152,58 @@ class EmfEmitter:
         kind = e["event"]
         if kind == "step":
             self.step(e["step"], step_s=e.get("step_s"), tokens=e.get("tokens"), loss=e.get("loss"))
+            if self._entered:
+                self._entered = False
+                self._analysis_metrics(recovered_at=e["ts"])
+        elif kind == "start":
+            self._entered = True
+        elif kind == "restore" and e.get("from_step"):
+            self.restored(self._commit_ts(e["from_step"]))
         elif kind == "ckpt_staged":
             self.checkpoint(e["step"], stall_s=e.get("stall_s"))
         elif kind == "ckpt_committed":
             self.checkpoint(e["step"], write_s=e.get("write_s"), committed=True)
-        elif kind == "ckpt_failed":
+            self._goodput_in_background()
+        elif kind == "ckpt_failed" and e.get("op") != "restore":
             self.checkpoint(e["step"], failed=True)
-        elif kind == "restart_begin":
-            self._restart_cause[e["layer"]] = (e.get("cause", "unknown"), e["ts"])
-        elif kind == "restart_end" and e.get("rank") in (0, None):
-            cause, began = self._restart_cause.pop(e["layer"], ("unknown", None))
-            self.restart(layer=e["layer"], cause=cause, recovery_s=None if began is None else e["ts"] - began)
+        elif kind == "restart_begin" and e.get("rank") in (0, None):
+            self.restart(layer=e["layer"], cause=e.get("cause", "unknown"))
 
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-    # ------------------------------------------------------------------ internals
-    def record(
-        self,
-        values: dict[str, float | None],
-        *,
-        dimensions: list[list[str]] | None = None,
-        dimension_values: dict[str, str] | None = None,
-        properties: dict[str, Any] | None = None,
-    ) -> dict[str, Any] | None:
-        """The EMF object for ``values`` (None entries dropped); None if nothing is left."""
-        present = {k: float(v) for k, v in values.items() if v is not None}
-        if not present:
-            return None
-        unknown = set(present) - set(METRICS)
-        if unknown:
-            raise ValueError(f"unknown EMF metric(s) {sorted(unknown)}; known: {', '.join(METRICS)}")
-        return {
-            "_aws": {
-                "Timestamp": int(self._clock() * 1000),
-                "CloudWatchMetrics": [
-                    {
-                        "Namespace": self.namespace,
-                        "Dimensions": dimensions or [[JOB_DIMENSION]],
-                        "Metrics": [{"Name": k, "Unit": METRICS[k]} for k in present],
-                    }
-                ],
-            },
-            JOB_DIMENSION: self.job_name,
-            **(dimension_values or {}),
-            **present,
-            **(properties or {}),
-        }
-
-    def _emit(self, values: dict[str, float | None], **kw: Any) -> dict[str, Any] | None:
-        if not self.enabled:
-            return None
-        rec = self.record(values, **kw)
-        if rec is not None:
-            self._write(json.dumps(rec, separators=(",", ":")))
-        return rec
-
-    def _write(self, line: str) -> None:
-        if self._addr is not None:
-            try:
-                self._send(line)
-                return
-            except OSError as exc:  # never let metrics break training: fall back to the stream
-                print(f"emf: agent endpoint {self.endpoint} failed ({exc}); writing EMF to the stream", file=sys.stderr)
-                self._addr = None
-                self.close()
-        self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def _send(self, line: str) -> None:
-        assert self._addr is not None
-        if self._proto == "udp":
-            if self._sock is None:
-                self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            self._sock.sendto(line.encode(), self._addr)
+    def _goodput_in_background(self) -> None:
+        """The run's goodput so far, on a thread of its own: a synchronous save commits on the training thread, and
+        reading the whole log there would lengthen the stall it measures. One at a time; a commit while one runs
+        is covered by it."""
+        if self._goodput is not None and self._goodput.is_alive():
             return
-        if self._sock is None:
-            self._sock = socket.create_connection(self._addr, timeout=1.0)
-        self._sock.sendall((line + "\n").encode())
+        self._goodput = threading.Thread(
+            target=self._analysis_metrics, kwargs={"recovered_at": None}, name="emf-goodput", daemon=True
+        )
+        self._goodput.start()
 
+    def flush(self) -> None:
+        """Wait for the goodput analysis under way, if any."""
+        if self._goodput is not None:
+            self._goodput.join()
 
-def _parse_endpoint(endpoint: str) -> tuple[str, tuple[str, int]]:
-    u = urlparse(endpoint)
-    if u.scheme not in ("udp", "tcp") or not u.hostname or not u.port:
-        raise ValueError(f"{ENDPOINT_ENV}={endpoint!r}: expected udp://HOST:PORT or tcp://HOST:PORT")
-    return u.scheme, (u.hostname, u.port)
+    def _analysis_metrics(self, *, recovered_at: float | None) -> None:
+        """The run's goodput so far and, at a process's first step, the faults that step recovered."""
+        if not self.enabled or self.events_path is None:
+            return
+        from training.telemetry.goodput import analyze, load_events
+
+        a = analyze(load_events(self.events_path.parent).events)
+        if recovered_at is not None:
+            for f in a.faults:
+                if f.recovered_ts == recovered_at:
+                    self.recovery(f.to_json())
+        self.goodput(training=a.training_goodput, infrastructure=a.infrastructure_goodput)
+
+    def _commit_ts(self, step: int) -> float | None:
+        """When the checkpoint of ``step`` was committed, from the event log (None if it is not there)."""
+        if self.events_path is None:
+            return None
+        from training.telemetry.events import read_events
+
+        events = read_events(self.events_path.parent)
+        commits = [e["ts"] for e in events if e["event"] == "ckpt_committed" and e.get("step") == step]
+        return commits[-1] if commits else None

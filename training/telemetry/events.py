@@ -7,6 +7,8 @@ Each record carries:
 
 ``ts``        wall clock, seconds since the epoch (comparable across hosts)
 ``mono``      ``time.monotonic()`` (comparable across processes of one host only)
+``host``      the writer's host name (a pod's hostname on Kubernetes)
+``pid``       the writer's process id (in its host's, or pod's, PID namespace)
 ``rank``      global rank at the time of the event (-1 for the launcher / job layer)
 ``iteration`` NVRx in-process restart iteration (0 before any in-process restart)
 ``restart``   ft_launcher / torchrun restart count (``TORCHELASTIC_RESTART_COUNT``)
@@ -19,9 +21,12 @@ Each record carries:
 from __future__ import annotations
 
 import json
+import math
 import os
+import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +53,8 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
 
 LAYERS = ("inprocess", "ft_launcher", "job")
 EVENTS_FILE = "events.jsonl"
+#: This machine's (or pod's) host name, recorded in every event.
+HOST = socket.gethostname()
 
 
 def env_int(name: str, default: int = 0) -> int:
@@ -79,6 +86,8 @@ class EventLog:
         record = {
             "ts": time.time(),
             "mono": time.monotonic(),
+            "host": HOST,
+            "pid": os.getpid(),
             "rank": self.rank,
             "iteration": self.iteration,
             "restart": env_int("TORCHELASTIC_RESTART_COUNT"),
@@ -99,18 +108,48 @@ class EventLog:
         return record
 
 
+@dataclass(frozen=True)
+class LoadedEvents:
+    """The parsed event log and what had to be skipped."""
+
+    events: list[dict[str, Any]]
+    torn_lines: int = 0  # lines that are not JSON (a writer killed mid-line)
+    malformed: int = 0  # JSON lines without a finite numeric ``ts`` or a string ``event``
+
+
+def parse_event_lines(lines: list[str]) -> LoadedEvents:
+    """Parse JSON lines; skip torn or malformed ones; order by ``ts`` (file order breaks ties)."""
+    events: list[dict[str, Any]] = []
+    torn = malformed = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            torn += 1
+            continue
+        ts = rec.get("ts") if isinstance(rec, dict) else None
+        if (
+            not isinstance(rec, dict)
+            or not isinstance(rec.get("event"), str)
+            or not isinstance(ts, int | float)
+            or isinstance(ts, bool)
+            or not math.isfinite(ts)
+        ):
+            malformed += 1
+            continue
+        events.append(rec)
+    events.sort(key=lambda e: e["ts"])
+    return LoadedEvents(events, torn, malformed)
+
+
 def read_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """All events of a run, ordered by wall clock; a torn last line (a killed writer) is skipped."""
+    """All events of a run, ordered by wall clock; torn (a killed writer) and malformed lines are skipped."""
     path = Path(run_dir) / EVENTS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no event log at {path}")
-    events = []
-    for line in path.read_text().splitlines():
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return sorted(events, key=lambda e: e["ts"])
+    return parse_event_lines(path.read_text(errors="replace").splitlines()).events
 
 
 def main(argv: list[str] | None = None) -> int:

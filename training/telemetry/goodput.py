@@ -3,9 +3,10 @@
 The exact definitions live in ``docs/goodput.md``; this module implements them one for one:
 
 * wall time, training goodput, infrastructure goodput;
-* per fault: detection latency, recovery time, rollback (steps and seconds), lost work, recovering layer;
+* per fault (:mod:`training.telemetry.recovery`): detection, restart, restore and recovery time, rollback (steps
+  and seconds), lost work, recovering layer; a worker that stopped without an event is a fault too;
 * recovery-time percentiles per layer; restart causes;
-* checkpoint overhead (stall, write, efficiency) and checkpoint freshness over time.
+* checkpoint overhead (stall with back-pressure, write, efficiency) and checkpoint freshness over time.
 
 :func:`analyze` takes the events (dicts as written by :class:`training.telemetry.events.EventLog`) and returns a
 :class:`RunAnalysis`; :meth:`RunAnalysis.to_json` is the bulk of ``report.json``.
@@ -14,7 +15,6 @@ The exact definitions live in ``docs/goodput.md``; this module implements them o
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 import statistics
@@ -23,53 +23,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training.telemetry.events import EVENTS_FILE, LAYERS
+from training.telemetry import recovery
+from training.telemetry.events import EVENTS_FILE, LoadedEvents, parse_event_lines
+from training.telemetry.exits import WorkerExit
+from training.telemetry.records import (
+    CheckpointSave,
+    Fault,
+    Process,
+    RestartEpisode,
+    StepExec,
+    generation,
+    process_key,
+)
+from training.telemetry.records import _r as _r
+from training.telemetry.records import is_number as _is_number
 
-#: Events that open a working interval (workers in the training loop).
-OPEN_EVENTS = frozenset({"start", "restart_end"})
-#: Events that close a working interval.
-CLOSE_EVENTS = frozenset({"fault_injected", "restart_begin", "exit"})
+__all__ = ["LoadedEvents", "RunAnalysis", "analyze", "load_events", "parse_event_lines", "percentile"]
+
 #: Events after which two consecutive ``step`` events no longer measure one step's duration.
-SEGMENT_BREAKS = OPEN_EVENTS | CLOSE_EVENTS | {"restore"}
+SEGMENT_BREAKS = recovery.OPEN_EVENTS | recovery.CLOSE_EVENTS | {"restore"}
 UNKNOWN_LAYER = "unknown"
-
-
-@dataclass(frozen=True)
-class LoadedEvents:
-    """The parsed event log and what had to be skipped."""
-
-    events: list[dict[str, Any]]
-    torn_lines: int = 0  # lines that are not JSON (a writer killed mid-line)
-    malformed: int = 0  # JSON lines without a numeric ``ts`` or a string ``event``
-
-
-def parse_event_lines(lines: list[str]) -> LoadedEvents:
-    """Parse JSON lines; skip torn or malformed ones; order by ``ts`` (file order breaks ties)."""
-    events: list[dict[str, Any]] = []
-    torn = malformed = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            torn += 1
-            continue
-        if (
-            not isinstance(rec, dict)
-            or not isinstance(rec.get("event"), str)
-            or not _is_number(rec.get("ts"))
-            or not math.isfinite(rec["ts"])
-        ):
-            malformed += 1
-            continue
-        events.append(rec)
-    events.sort(key=lambda e: e["ts"])
-    return LoadedEvents(events, torn, malformed)
+#: Step gaps with no checkpoint activity at all that the estimate of the speed without checkpoints needs.
+MIN_IDLE_GAPS = 3
 
 
 def load_events(run_dir: str | os.PathLike[str]) -> LoadedEvents:
-    """Read ``RUN_DIR/events.jsonl``; unlike :func:`training.telemetry.events.read_events` bad lines never raise."""
+    """Read ``RUN_DIR/events.jsonl``; bad lines are skipped and counted, never raised."""
     path = Path(run_dir) / EVENTS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no event log at {path}")
@@ -98,104 +77,6 @@ def summary_stats(values: list[float]) -> dict[str, float | int | None]:
 
 
 @dataclass
-class StepExec:
-    """One execution of one optimizer step (a ``step`` event)."""
-
-    step: int
-    ts: float  # end of the step
-    step_s: float | None  # as reported by the trainer
-    gap_s: float | None = None  # time since the previous step event, when that was step-1 in the same segment
-    duration_s: float = 0.0  # step_s, else gap_s, else the median of the known durations
-    had_checkpoint: bool = False  # a ckpt_begin/ckpt_staged fell inside the gap
-    had_eval: bool = False
-
-
-@dataclass
-class CheckpointSave:
-    """One checkpoint save (all ranks' events merged)."""
-
-    step: int
-    mode: str | None = None
-    begin_ts: float | None = None
-    stall_s: float | None = None
-    write_s: float | None = None
-    committed_ts: float | None = None
-    failed: bool = False
-
-
-@dataclass
-class RestartEpisode:
-    """One restart (``restart_begin`` events of all ranks for the same restart merged)."""
-
-    ts: float
-    layer: str
-    cause: str
-    rank: int | None
-    end_ts: float | None = None
-    fault_index: int | None = None  # the injected fault it belongs to
-    inferred: bool = False  # no restart_begin was logged; seen as a new process generation after a fault
-    detected_ts: float | None = None  # optional restart_begin field: when the layer noticed the fault
-
-    @property
-    def detection_ts(self) -> float:
-        """When the layer noticed the fault: ``detected_ts`` if logged, else the restart_begin itself."""
-        return self.detected_ts if self.detected_ts is not None and self.detected_ts <= self.ts else self.ts
-
-
-@dataclass
-class Fault:
-    """One fault: injected (a ``fault_injected`` event) or seen only as a restart (``injected`` False)."""
-
-    kind: str
-    step: int | None
-    rank: int | None
-    ts: float
-    injected: bool = True
-    phase: str | None = None
-    pod: int | None = None  # node faults (node-loss, evict): the completion index of the pod they hit
-    layer: str | None = None  # the layer that recovered
-    layers_tried: list[str] = field(default_factory=list)
-    detection_ts: float | None = None
-    detection_source: str | None = None  # "restart_begin" | "exit" | "new_process" | None
-    restore_ts: float | None = None
-    restored_step: int | None = None
-    restore_tier: str | None = None
-    recovered_ts: float | None = None  # the first new step after the restore
-    rollback_steps: int | None = None
-    rollback_s: float | None = None
-    lost_work_s: float | None = None
-
-    @property
-    def detection_s(self) -> float | None:
-        return None if self.detection_ts is None else self.detection_ts - self.ts
-
-    @property
-    def recovery_s(self) -> float | None:
-        return None if self.recovered_ts is None else self.recovered_ts - self.ts
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "layer": self.layer,
-            "step": self.step,
-            "rank": self.rank,
-            "pod": self.pod,
-            "detection_s": _r(self.detection_s),
-            "recovery_s": _r(self.recovery_s),
-            "rollback_steps": self.rollback_steps,
-            "rollback_s": _r(self.rollback_s),
-            "lost_work_s": _r(self.lost_work_s),
-            "restored_step": self.restored_step,
-            "restore_tier": self.restore_tier,
-            "injected": self.injected,
-            "phase": self.phase,
-            "layers_tried": self.layers_tried,
-            "detection_source": self.detection_source,
-            "time_s": _r(self.ts),  # relative to the run start once analyze() shifted it
-        }
-
-
-@dataclass
 class RunAnalysis:
     """Everything the report needs; times are absolute epoch seconds unless noted."""
 
@@ -209,6 +90,10 @@ class RunAnalysis:
     faults: list[Fault] = field(default_factory=list)
     restarts: list[RestartEpisode] = field(default_factory=list)
     exits: list[dict[str, Any]] = field(default_factory=list)  # the ``exit`` events, in time order
+    starts: list[dict[str, Any]] = field(default_factory=list)  # the workers' ``start`` events
+    restores: list[dict[str, Any]] = field(default_factory=list)  # the ``restore`` events
+    processes: list[Process] = field(default_factory=list)
+    stopped: dict[tuple[Any, ...], float] = field(default_factory=dict)  # process key -> when it stopped silently
     saves: list[CheckpointSave] = field(default_factory=list)
     quarantined: int = 0
     step_s_with_ckpt: float | None = None
@@ -219,6 +104,11 @@ class RunAnalysis:
     warnings: list[str] = field(default_factory=list)
     n_events: int = 0
     has_open_events: bool = False  # any start/restart_end at all (else infrastructure goodput is unmeasurable)
+
+    @property
+    def hosts(self) -> list[str]:
+        """The hosts (nodes, or pods) the workers ran on, as their events name them."""
+        return sorted({p.host for p in self.processes if p.host is not None})
 
     @property
     def wall_s(self) -> float:
@@ -249,6 +139,7 @@ class RunAnalysis:
 
     @property
     def checkpoint_efficiency(self) -> float | None:
+        """Steps per second with checkpoints / steps per second without (= mean step gap without / with)."""
         if self.step_s_with_ckpt is None or self.step_s_without_ckpt is None or self.step_s_with_ckpt <= 0:
             return None
         return self.step_s_without_ckpt / self.step_s_with_ckpt
@@ -279,24 +170,39 @@ class RunAnalysis:
     def checkpoint_summary(self) -> dict[str, Any]:
         committed = self.committed
         stalls = [s.stall_s for s in self.saves if s.stall_s is not None]
+        waits = [s.backpressure_s for s in self.saves if s.backpressure_s is not None]
         writes = [s.write_s for s in committed if s.write_s is not None]
+        with_, without = self.step_s_with_ckpt, self.step_s_without_ckpt
         return {
             "saves": len(committed),
             "attempted": len(self.saves),
             "failed": sum(s.failed for s in self.saves),
             "quarantined": self.quarantined,
             "mode": self.checkpoint_mode,
+            "stall_s_mean": _r(statistics.fmean(stalls)) if stalls else None,
             "stall_s_p50": _r(percentile(stalls, 50)),
             "stall_s_p95": _r(percentile(stalls, 95)),
             "stall_s_total": _r(sum(stalls)),
+            "backpressure_s": _r(sum(waits)) if waits else None,
+            "write_s_mean": _r(statistics.fmean(writes)) if writes else None,
             "write_s_p50": _r(percentile(writes, 50)),
             "write_s_p95": _r(percentile(writes, 95)),
-            "step_s_with_checkpoints": _r(self.step_s_with_ckpt),
-            "step_s_without_checkpoints": _r(self.step_s_without_ckpt),
+            "interval_s": _r(self.checkpoint_interval_s),
+            "step_s_with_checkpoints": _r(with_),
+            "step_s_without_checkpoints": _r(without),
+            "steps_per_s_with_checkpoints": _r(1 / with_) if with_ else None,
+            "steps_per_s_without_checkpoints": _r(1 / without) if without else None,
             "efficiency": _r(self.checkpoint_efficiency),
             "overhead_fraction_of_wall": _r(sum(stalls) / self.wall_s) if self.wall_s > 0 else None,
             "committed_steps": [s.step for s in committed],
         }
+
+    @property
+    def checkpoint_interval_s(self) -> float | None:
+        """The median time between the starts of consecutive saves of one process generation."""
+        begins = sorted(s.begin_ts for s in self.saves if s.begin_ts is not None)
+        gaps = [b - a for a, b in itertools.pairwise(begins) if b > a]
+        return statistics.median(gaps) if gaps else None
 
     def to_json(self) -> dict[str, Any]:
         """The run-derived part of ``report.json`` (the report adds ``advice``)."""
@@ -335,8 +241,9 @@ class RunAnalysis:
         }
 
 
-def analyze(events: list[dict[str, Any]]) -> RunAnalysis:
-    """Compute every number of the report from ``events`` (sorted by ``ts``; see :func:`parse_event_lines`)."""
+def analyze(events: list[dict[str, Any]], worker_exits: list[WorkerExit] | None = None) -> RunAnalysis:
+    """Compute every number of the report from ``events`` (sorted by ``ts``; see :func:`parse_event_lines`);
+    ``worker_exits`` (:func:`training.telemetry.exits.read_worker_exits`) name the cause of silent stops."""
     events = sorted(
         (e for e in events if _is_number(e.get("ts")) and isinstance(e.get("event"), str)), key=lambda e: e["ts"]
     )
@@ -347,36 +254,74 @@ def analyze(events: list[dict[str, Any]]) -> RunAnalysis:
     a.t0, a.t1 = events[0]["ts"], events[-1]["ts"]
     if a.wall_s <= 0:
         a.warnings.append("the event log spans no time (one timestamp): goodput is undefined")
-    _working_intervals(events, a)
     _steps(events, a)
     _checkpoints(events, a)
+    _throughput(a)
     _restarts(events, a)
     a.exits = [e for e in events if e["event"] == "exit"]
-    _faults(events, a)
+    a.starts = [e for e in events if e["event"] == "start" and (e.get("rank") is None or e["rank"] >= 0)]
+    a.restores = [e for e in events if e["event"] == "restore"]
+    a.processes = recovery.processes(events)
+    recovery.injected_faults(events, a)
+    recovery.silent_stops(events, a, worker_exits or [])
+    recovery.unexplained_restarts(a)
+    _working_time(events, a)
+    for f in a.faults:
+        recovery.rollback(f, a)
+    a.faults.sort(key=lambda f: f.ts)
     _freshness(a)
+    _checkpoint_warnings(a)
     return a
 
 
 # --------------------------------------------------------------------------------------------- parts
 
 
-def _working_intervals(events: list[dict[str, Any]], a: RunAnalysis) -> None:
-    """Union over ranks: open at the first start/restart_end, close at the first fault/restart_begin/exit."""
-    open_at: float | None = None
-    for e in events:
-        if e["event"] in OPEN_EVENTS:
-            a.has_open_events = True
-            if open_at is None:
-                open_at = e["ts"]
-        elif e["event"] in CLOSE_EVENTS and open_at is not None:
-            a.working_intervals.append((open_at, e["ts"]))
-            open_at = None
-    if open_at is not None:
-        a.working_intervals.append((open_at, a.t1))  # type: ignore[arg-type]
-        if not any(e["event"] == "exit" for e in events):
-            a.warnings.append("no exit event: the run was still going or was killed; the last event ends the run")
+def _working_time(events: list[dict[str, Any]], a: RunAnalysis) -> None:
+    a.has_open_events = any(e["event"] in recovery.OPEN_EVENTS for e in events)
     if not a.has_open_events:
         a.warnings.append("no start/restart_end events: infrastructure goodput cannot be measured")
+        return
+    a.working_intervals = recovery.working_intervals(events, a)
+    if not a.exits:
+        a.warnings.append("no exit event: the run was still going or was killed; the last event ends the run")
+
+
+def _throughput(a: RunAnalysis) -> None:
+    """Mean step gap with checkpoints (all gaps) and without: the gaps with no save in them and no asynchronous
+    write in flight (a background write slows the steps it overlaps: that is checkpoint cost too). With fewer than
+    :data:`MIN_IDLE_GAPS` such gaps, the gaps with no save in them, and a warning."""
+    gaps = [s for s in a.steps if s.gap_s is not None and not s.had_eval]
+    if not gaps:
+        return
+    a.step_s_with_ckpt = statistics.fmean(s.gap_s for s in gaps)  # type: ignore[misc]
+    writes = [
+        (s.begin_ts, s.committed_ts if s.committed_ts is not None else a.t1)
+        for s in a.saves
+        if s.mode != "sync" and s.begin_ts is not None
+    ]
+    no_save = [s for s in gaps if not s.had_checkpoint]
+    idle = [s.gap_s for s in no_save if not any(s.ts - s.gap_s < end and s.ts > begin for begin, end in writes)]  # type: ignore[operator]
+    if len(idle) >= MIN_IDLE_GAPS or len(idle) == len(no_save):
+        a.step_s_without_ckpt = statistics.fmean(idle) if idle else None
+        return
+    a.step_s_without_ckpt = statistics.fmean(s.gap_s for s in no_save)  # type: ignore[misc]
+    a.warnings.append(
+        f"only {len(idle)} step gap(s) ran with no checkpoint write in flight (fewer than {MIN_IDLE_GAPS}): steps/s "
+        "without checkpoints comes from gaps that overlapped background writes, which slow them; the efficiency may "
+        "read high"
+    )
+
+
+def _checkpoint_warnings(a: RunAnalysis) -> None:
+    ck = a.checkpoint_summary()
+    interval, write = ck["interval_s"], ck["write_s_mean"]
+    if interval is not None and write is not None and interval < write:
+        a.warnings.append(
+            f"checkpoint interval {interval:.2f} s is shorter than the write time {write:.2f} s: every save waits "
+            f"for the previous write (back-pressure {ck['backpressure_s'] or 0:.2f} s in all); checkpoint less often "
+            "or make writes faster"
+        )
 
 
 def _steps(events: list[dict[str, Any]], a: RunAnalysis) -> None:
@@ -399,9 +344,12 @@ def _steps(events: list[dict[str, Any]], a: RunAnalysis) -> None:
                 bad += 1
                 continue
             step_s = e.get("step_s") if _is_number(e.get("step_s")) and e["step_s"] >= 0 else None
-            ex = StepExec(step=step, ts=e["ts"], step_s=step_s)
+            mono = e.get("mono") if _is_number(e.get("mono")) else None
+            ex = StepExec(step=step, ts=e["ts"], step_s=step_s, mono=mono, process=process_key(e))
             if prev is not None and prev_segment == segment and step == prev.step + 1:
-                ex.gap_s = ex.ts - prev.ts
+                # within one process its monotonic clock measures the gap (immune to a wall-clock step)
+                same = ex.process == prev.process and ex.mono is not None and prev.mono is not None
+                ex.gap_s = ex.mono - prev.mono if same else ex.ts - prev.ts  # type: ignore[operator]
                 ex.had_checkpoint, ex.had_eval = ckpt_since_prev, eval_since_prev
             a.steps.append(ex)
             prev, prev_segment = ex, segment
@@ -427,15 +375,6 @@ def _steps(events: list[dict[str, Any]], a: RunAnalysis) -> None:
         if ex.step <= a.final_step:
             a.kept[ex.step] = ex
     a.productive_s = sum(ex.duration_s for ex in a.kept.values())
-    gaps = [s for s in a.steps if s.gap_s is not None and not s.had_eval]
-    if gaps:
-        a.step_s_with_ckpt = statistics.fmean(s.gap_s for s in gaps)  # type: ignore[misc]
-        clean = [s.gap_s for s in gaps if not s.had_checkpoint]
-        a.step_s_without_ckpt = statistics.fmean(clean) if clean else None  # type: ignore[arg-type]
-
-
-def _gen(e: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
-    return (e.get("restart", 0), e.get("attempt", 0), e.get("relaunch", 0), e.get("iteration", 0))
 
 
 def _checkpoints(events: list[dict[str, Any]], a: RunAnalysis) -> None:
@@ -452,7 +391,7 @@ def _checkpoints(events: list[dict[str, Any]], a: RunAnalysis) -> None:
         step = e.get("step")
         if not isinstance(step, int):
             continue
-        key = (step, *_gen(e))
+        key = (step, *generation(e))
         save = by_key.get(key)
         if save is None or (save.committed_ts is not None and name == "ckpt_begin"):
             save = by_key[key] = CheckpointSave(step=step)
@@ -460,6 +399,8 @@ def _checkpoints(events: list[dict[str, Any]], a: RunAnalysis) -> None:
         if name == "ckpt_begin":
             save.mode = e.get("mode") or save.mode
             save.begin_ts = e["ts"] if save.begin_ts is None else min(save.begin_ts, e["ts"])
+            if _is_number(e.get("backpressure_s")):
+                save.backpressure_s = max(save.backpressure_s or 0.0, float(e["backpressure_s"]))
         elif name == "ckpt_staged" and _is_number(e.get("stall_s")):
             save.stall_s = max(save.stall_s or 0.0, float(e["stall_s"]))
         elif name == "ckpt_committed":
@@ -480,7 +421,7 @@ def _restarts(events: list[dict[str, Any]], a: RunAnalysis) -> None:
             steps_seen += 1
         elif e["event"] == "restart_begin":
             layer = str(e.get("layer") or UNKNOWN_LAYER)
-            key = (layer, *_gen(e))
+            key = (layer, *generation(e))
             detected = e.get("detected_ts") if _is_number(e.get("detected_ts")) else None
             if key in last and last[key][1] == steps_seen:
                 prev = last[key][0]  # another rank reporting the same restart
@@ -503,133 +444,6 @@ def _restarts(events: list[dict[str, Any]], a: RunAnalysis) -> None:
                     break
 
 
-def _faults(events: list[dict[str, Any]], a: RunAnalysis) -> None:
-    injected = [e for e in events if e["event"] == "fault_injected"]
-    starts = [e for e in events if e["event"] == "start"]
-    restores = [e for e in events if e["event"] == "restore"]
-    step_ts = [s.ts for s in a.steps]
-    for i, e in enumerate(injected):
-        step = e.get("step") if isinstance(e.get("step"), int) else None
-        rank = e.get("fault_rank", e.get("rank"))
-        pod = e.get("pod") if isinstance(e.get("pod"), int) else None
-        f = Fault(kind=str(e.get("kind") or "unknown"), step=step, rank=rank, ts=e["ts"], phase=e.get("phase"), pod=pod)
-        window_end = injected[i + 1]["ts"] if i + 1 < len(injected) else math.inf
-        a.faults.append(f)
-        _recover(f, e, window_end, a, starts, restores, step_ts, fault_index=len(a.faults) - 1)
-    # Restarts that no injected fault explains are faults too (a real failure, a pod eviction, ...).
-    for ep in a.restarts:
-        if ep.fault_index is not None:
-            continue
-        before = [s for s in a.steps if s.ts <= ep.ts]
-        f = Fault(
-            kind=f"uninjected:{ep.cause}",
-            step=(before[-1].step + 1) if before else None,
-            rank=ep.rank,
-            ts=ep.detection_ts,
-            injected=False,
-            detection_ts=ep.detection_ts,
-            detection_source="restart_begin",
-        )
-        a.faults.append(f)
-        _recover(f, None, math.inf, a, starts, restores, step_ts, fault_index=len(a.faults) - 1, detected=ep)
-    a.faults.sort(key=lambda f: f.ts)
-
-
-def _recover(
-    f: Fault,
-    rec: dict[str, Any] | None,
-    window_end: float,
-    a: RunAnalysis,
-    starts: list[dict[str, Any]],
-    restores: list[dict[str, Any]],
-    step_ts: list[float],
-    *,
-    fault_index: int,
-    detected: RestartEpisode | None = None,
-) -> None:
-    # Detection: the first restart_begin after the fault (before the next injected fault) ...
-    eps = [ep for ep in a.restarts if f.ts <= ep.ts < window_end and ep.fault_index is None]
-    if detected is not None:
-        eps = [detected]
-    if eps:
-        f.detection_ts, f.detection_source = max(f.ts, eps[0].detection_ts), "restart_begin"
-    # A process that ended with a non-zero code noticed the fault (the faulting rank itself, or a survivor of a lost
-    # node: its peer was lost, 14) before any restart_begin, which new workers log only once they started.
-    noticed = next((e["ts"] for e in a.exits if f.ts <= e["ts"] < window_end and e.get("code")), None)
-    if noticed is not None and (f.detection_ts is None or noticed < f.detection_ts):
-        f.detection_ts, f.detection_source = noticed, "exit"
-    if f.detection_ts is None and rec is not None:
-        # ... or, when no layer logged one (the process died), the first start of a new process generation.
-        gen = _gen(rec)
-        for s in starts:
-            if f.ts <= s["ts"] < window_end and _gen(s) != gen:
-                f.detection_ts, f.detection_source = s["ts"], "new_process"
-                f.layer = _layer_from_generation(gen, _gen(s))
-                f.layers_tried = [f.layer]
-                a.restarts.append(
-                    RestartEpisode(
-                        ts=s["ts"], layer=f.layer, cause=f.kind, rank=f.rank, fault_index=fault_index, inferred=True
-                    )
-                )
-                a.restarts.sort(key=lambda ep: ep.ts)
-                break
-    after = f.detection_ts if f.detection_ts is not None else f.ts
-    # Recovery: the first restore after detection, then the first step event after that restore.
-    restore = next((r for r in restores if r["ts"] >= after), None)
-    if restore is not None:
-        f.restore_ts = restore["ts"]
-        f.restore_tier = restore.get("tier")
-        if isinstance(restore.get("from_step"), int):
-            f.restored_step = restore["from_step"]
-        resume_after = restore["ts"]
-    else:
-        resume_after = after
-    first_new = next((s for s in a.steps if s.ts > resume_after), None)
-    if first_new is not None and (f.detection_ts is not None or restore is not None):
-        f.recovered_ts = first_new.ts
-        if f.restored_step is None:
-            f.restored_step = first_new.step - 1
-    # The layers whose restarts fall between the fault and the resumption; the outermost one recovered (an escalation
-    # ends in the outer layer; a lost node is replaced by the job layer while ft_launcher restarts the survivors).
-    end = min(f.recovered_ts, window_end) if f.recovered_ts is not None else window_end
-    mine = [ep for ep in a.restarts if f.ts <= ep.ts < end and ep.fault_index is None] if detected is None else eps
-    for ep in mine:
-        ep.fault_index = fault_index
-    if mine:
-        f.layers_tried = [ep.layer for ep in mine]
-        f.layer = max((ep.layer for ep in mine), key=_layer_rank)
-    # Rollback: steps (restored, fault step] that had been computed before the restore are recomputed.
-    if f.step is not None and f.restored_step is not None:
-        f.rollback_steps = max(0, f.step - f.restored_step)
-        cutoff = f.restore_ts if f.restore_ts is not None else (f.recovered_ts or math.inf)
-        latest: dict[int, StepExec] = {}
-        for s in a.steps:
-            if s.ts < cutoff and f.restored_step < s.step <= f.step:
-                latest[s.step] = s
-        f.rollback_s = sum(s.duration_s for s in latest.values())
-        # Lost work also counts the partial step in flight when the fault hit.
-        last_done = max((t for t in step_ts if t <= f.ts), default=None)
-        interval_start = max((lo for lo, hi in a.working_intervals if lo <= f.ts), default=None)
-        anchors = [t for t in (last_done, interval_start) if t is not None]
-        partial = f.ts - max(anchors) if anchors else 0.0
-        f.lost_work_s = f.rollback_s + max(0.0, partial)
-
-
-def _layer_rank(layer: str) -> int:
-    """Inner to outer: in-process, ft_launcher, job; unknown layers rank lowest."""
-    return LAYERS.index(layer) if layer in LAYERS else -1
-
-
-def _layer_from_generation(old: tuple[Any, ...], new: tuple[Any, ...]) -> str:
-    restart_old, attempt_old, relaunch_old, _ = old
-    restart_new, attempt_new, relaunch_new, _ = new
-    if attempt_new != attempt_old or relaunch_new != relaunch_old:
-        return "job"
-    if restart_new != restart_old:
-        return "ft_launcher"
-    return "inprocess"
-
-
 def _freshness(a: RunAnalysis) -> None:
     """Age of the newest committed checkpoint; before the first commit the run start counts as one."""
     if a.t0 is None or a.t1 is None or a.wall_s <= 0:
@@ -649,14 +463,6 @@ def _freshness(a: RunAnalysis) -> None:
     a.freshness_points = pts
     a.freshness_max_s = longest
     a.freshness_mean_s = area / a.wall_s
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool)
-
-
-def _r(x: float | None, nd: int = 4) -> float | None:
-    return None if x is None else round(float(x), nd)
 
 
 def _round_stats(d: dict[str, Any]) -> dict[str, Any]:

@@ -6,21 +6,28 @@ With checkpoint cost ``δ`` (seconds the training loop loses per checkpoint) and
 * Young: ``τ = sqrt(2·δ·M)``
 * Daly (higher order): ``τ = sqrt(2·δ·M)·[1 + (1/3)·sqrt(δ/(2M)) + (1/9)·(δ/(2M))] - δ`` for ``δ < 2M``, else ``τ = M``
 
-``τ`` is compute time between checkpoints; :func:`advise` also expresses it in optimizer steps. ``δ`` is the
-stall for asynchronous checkpoints (the loop continues while the write runs) and the write time for synchronous
-ones. ``M`` is ``observability.mtbf_hours`` when configured, else the run's wall time divided by its failures.
-The two formulas live in :mod:`training.whatif.interval`, shared with the goodput planner.
+``τ`` is compute time between checkpoints; :func:`advise` also expresses it in optimizer steps. ``δ`` is the mean
+stall of a save (the time the loop waited: staging for an asynchronous save, write and commit for a synchronous
+one, plus any wait for the previous write), and an asynchronous interval is never shorter than the mean write time
+(a shorter one only moves the wait into back-pressure). ``M`` is the run's wall time / its real (not injected)
+faults when there are :data:`MIN_REAL_FAULTS` or more, else ``observability.node_mtbf_hours`` / the node count, else
+wall time / injected faults (with a warning: an injected rate says nothing about the cluster). The two formulas live
+in :mod:`training.whatif.interval`, shared with the goodput planner.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from training.telemetry.goodput import RunAnalysis
 from training.whatif.interval import daly_interval, require_positive, young_interval
+
+#: Real faults a run needs before its own failure rate replaces the configured node MTBF.
+MIN_REAL_FAULTS = 3
 
 __all__ = ["Advice", "advise", "advise_for_run", "daly_interval", "expected_waste_fraction", "young_interval"]
 
@@ -55,6 +62,7 @@ class Advice:
     restart_s: float | None
     method: str = "daly"
     reason: str | None = None  # why no interval could be computed
+    warning: str | None = None  # an input to distrust (an MTBF from injected faults, an interval raised to the write)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -85,7 +93,7 @@ def advise(
     if checkpoint_cost_s is None or checkpoint_cost_s <= 0:
         missing.append("a positive checkpoint cost (no checkpoint stall/write measured)")
     if mtbf_s is None or mtbf_s <= 0:
-        missing.append("an MTBF (no failures in the run and observability.mtbf_hours unset)")
+        missing.append("an MTBF (no failures in the run and observability.node_mtbf_hours unset)")
     if missing:
         none = dict.fromkeys(("interval_s", "interval_steps", "young_interval_s", "young_interval_steps"))
         return Advice(
@@ -117,27 +125,18 @@ def advise(
 
 
 def advise_for_run(
-    analysis: RunAnalysis, *, mtbf_hours: float | None = None, configured_interval_steps: int | None = None
+    analysis: RunAnalysis,
+    *,
+    node_mtbf_hours: float | None = None,
+    nodes: int | None = None,
+    configured_interval_steps: int | None = None,
 ) -> Advice:
-    """Pick the inputs from a run: δ by checkpoint mode, M configured or measured, the step time without checkpoints."""
+    """Pick the inputs from a run: δ = the mean stall, M from real faults or the node MTBF (module docstring), the
+    step time without checkpoints; ``nodes`` is the run's node count when its events name no host."""
     ck = analysis.checkpoint_summary()
-    mode = ck["mode"]
-    if mode == "sync":
-        cost, cost_src = ck["write_s_p50"], "write_s_p50 (sync checkpoints block for the whole write)"
-        if cost is None:
-            cost, cost_src = ck["stall_s_p50"], "stall_s_p50 (sync; no write_s measured)"
-    else:
-        cost, cost_src = (
-            ck["stall_s_p50"],
-            f"stall_s_p50 ({mode or 'unknown'} checkpoints: the loop only waits for staging)",
-        )
-    failures = sum(1 for f in analysis.faults)
-    if mtbf_hours is not None:
-        mtbf, mtbf_src = mtbf_hours * 3600.0, "configured observability.mtbf_hours"
-    elif failures and analysis.wall_s > 0:
-        mtbf, mtbf_src = analysis.wall_s / failures, f"measured: wall {analysis.wall_s:.1f} s / {failures} failure(s)"
-    else:
-        mtbf, mtbf_src = None, "none: no failures and observability.mtbf_hours unset"
+    cost = ck["stall_s_mean"]
+    cost_src = f"stall_s_mean ({ck['mode'] or 'unknown'} checkpoints; the loop's wait per save, back-pressure included)"
+    mtbf, mtbf_src, warning = _mtbf(analysis, node_mtbf_hours, nodes)
     step_s = analysis.step_s_without_ckpt
     if step_s is None and analysis.steps:
         step_s = statistics.median(s.duration_s for s in analysis.steps)
@@ -146,7 +145,7 @@ def advise_for_run(
     current = round(statistics.median(diffs)) if diffs else configured_interval_steps
     recoveries = [f.recovery_s for f in analysis.faults if f.recovery_s is not None]
     restart = sum(recoveries) / len(recoveries) if recoveries else None
-    return advise(
+    advice = advise(
         cost,
         mtbf,
         step_s,
@@ -155,3 +154,38 @@ def advise_for_run(
         checkpoint_cost_source=cost_src,
         mtbf_source=mtbf_src,
     )
+    write = ck["write_s_mean"]
+    if advice.interval_s is not None and ck["mode"] != "sync" and write is not None and advice.interval_s < write:
+        note = f"interval raised from {advice.interval_s:.2f} s to the mean write time {write:.2f} s"
+        # rounded first: a step time of 0.9999999 s (float noise) must not add a step
+        steps = max(1, math.ceil(round(write / step_s, 6))) if step_s else None
+        advice = replace(
+            advice,
+            interval_s=write,
+            interval_steps=steps,
+            expected_waste_suggested=expected_waste_fraction(write, cost, mtbf, restart or 0.0),  # type: ignore[arg-type]
+        )
+        warning = f"{warning}; {note}" if warning else note
+    return replace(advice, warning=warning)
+
+
+def _mtbf(analysis: RunAnalysis, node_mtbf_hours: float | None, nodes: int | None) -> tuple[float | None, str, Any]:
+    """(M, where it came from, a warning)."""
+    real = [f for f in analysis.faults if not f.injected]
+    wall = analysis.wall_s
+    n = len(analysis.hosts) or nodes or 1
+    if len(real) >= MIN_REAL_FAULTS and wall > 0:
+        return wall / len(real), f"measured: wall {wall:.1f} s / {len(real)} real fault(s)", None
+    if node_mtbf_hours is not None:
+        src = f"observability.node_mtbf_hours {node_mtbf_hours:g} h / {n} node(s)"
+        return node_mtbf_hours * 3600.0 / n, src, None
+    if analysis.faults and wall > 0:
+        k = len(analysis.faults)
+        warning = None
+        if not real:
+            warning = (
+                f"MTBF from injected faults only ({k} in {wall:.1f} s): a test's fault rate, not the cluster's; "
+                "set observability.node_mtbf_hours"
+            )
+        return wall / k, f"measured: wall {wall:.1f} s / {k} fault(s)", warning
+    return None, "none: no faults and observability.node_mtbf_hours unset", None

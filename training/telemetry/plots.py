@@ -5,6 +5,8 @@
   first new step (recovery), an arrow from the fault step down to the restored step (rollback), all coloured by
   the layer that recovered; committed checkpoints are green triangles.
 * ``recovery_hist.png``: recovery times, one stacked histogram series per layer.
+* ``recovery_waterfall.png``: per fault, its recovery time as three consecutive bars: detection (fault ->
+  detected), restart (-> the recovering workers started) and restore (-> the first new step).
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ def layer_colour(layer: str | None) -> str:
     return LAYER_COLOURS.get(layer or UNKNOWN_LAYER, LAYER_COLOURS[UNKNOWN_LAYER])
 
 
-def plot_timeline(a: RunAnalysis, path: str | Path) -> list[str]:
-    """Write the timeline; returns the legend labels drawn (what the picture shows)."""
+def plot_timeline(a: RunAnalysis, path: str | Path) -> dict[str, list[tuple[float, ...]]]:
+    """Write the timeline; returns what it drew, in seconds since the first event: ``kept`` and ``rolled_back``
+    (time, step) points, ``commits`` (time, step), and per fault ``faults`` (fault, detection, recovered, from step,
+    to step), a missing time as NaN."""
     fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
     t0 = a.t0 or 0.0
     kept_ids = {id(s) for s in a.kept.values()}
@@ -53,6 +57,13 @@ def plot_timeline(a: RunAnalysis, path: str | Path) -> list[str]:
             label="checkpoint committed",
         )
     seen_layers: set[str] = set()
+    nan = float("nan")
+    drawn: dict[str, list[tuple[float, ...]]] = {
+        "kept": [(round(s.ts - t0, 4), s.step) for s in kept],
+        "rolled_back": [(round(s.ts - t0, 4), s.step) for s in lost],
+        "commits": [(round(c.committed_ts - t0, 4), c.step) for c in commits],  # type: ignore[operator]
+        "faults": [],
+    }
     for f in a.faults:
         colour = layer_colour(f.layer)
         layer = f.layer or UNKNOWN_LAYER
@@ -60,6 +71,9 @@ def plot_timeline(a: RunAnalysis, path: str | Path) -> list[str]:
         label = None if layer in seen_layers else f"fault recovered by {layer}"
         seen_layers.add(layer)
         ax.plot([f.ts - t0], [y], "x", color=colour, ms=9, mew=2, label=label)
+        times = [f.ts, f.detection_ts, f.recovered_ts]
+        arrow = (f.step, f.restored_step) if f.rollback_steps and f.restored_step is not None else (y, y)
+        drawn["faults"].append((*(nan if t is None else round(t - t0, 4) for t in times), *arrow))
         if f.detection_ts is not None:
             ax.plot([f.detection_ts - t0], [y], "|", color=colour, ms=14, mew=2)
         if f.recovered_ts is not None:
@@ -87,14 +101,12 @@ def plot_timeline(a: RunAnalysis, path: str | Path) -> list[str]:
         f"final step {a.final_step}"
     )
     ax.grid(alpha=0.3)
-    labels: list[str] = []
     if ax.get_legend_handles_labels()[1]:
-        leg = ax.legend(loc="upper left", fontsize=8)
-        labels = [t.get_text() for t in leg.get_texts()]
+        ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
-    return labels
+    return drawn
 
 
 def plot_recovery_hist(a: RunAnalysis, path: str | Path) -> dict[str, int]:
@@ -120,6 +132,47 @@ def plot_recovery_hist(a: RunAnalysis, path: str | Path) -> dict[str, int]:
     fig.savefig(path)
     plt.close(fig)
     return {k: len(v) for k, v in groups.items()}
+
+
+#: The parts of one recovery, in order, with their colours.
+WATERFALL_PARTS = (("detection", "tab:red"), ("restart", "tab:orange"), ("restore", "tab:blue"))
+
+
+def plot_recovery_waterfall(a: RunAnalysis, path: str | Path) -> list[list[tuple[float, float]]]:
+    """Write the waterfall; returns, per recovered fault, the (start, length) of its detection, restart and restore
+    bars in seconds after the fault (the parts a missing time leaves out are absent)."""
+    faults = [f for f in a.faults if f.recovered_ts is not None]
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.5 * max(1, len(faults))), dpi=110)
+    drawn: list[list[tuple[float, float]]] = []
+    for row, f in enumerate(faults):
+        parts = [f.detection_s, f.restart_s, f.restore_s]
+        if None in parts:  # only the whole recovery is known
+            parts = [None, None, None]
+        bars: list[tuple[float, float]] = []
+        x = 0.0
+        for (name, colour), length in zip(WATERFALL_PARTS, parts, strict=True):
+            if length is None:
+                continue
+            ax.barh(row, length, left=x, color=colour, label=name if row == 0 else None)
+            bars.append((round(x, 4), round(length, 4)))
+            x += length
+        if not bars:
+            ax.barh(row, f.recovery_s, color="0.6", label="recovery (parts unknown)")
+            bars.append((0.0, round(f.recovery_s or 0.0, 4)))
+        ax.text(f.recovery_s or 0.0, row, f" {f.recovery_s:.2f} s", va="center", fontsize=8)
+        drawn.append(bars)
+    ax.set_yticks(range(len(faults)), [f"{f.kind} @ {f.step} ({f.layer or UNKNOWN_LAYER})" for f in faults])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds after the fault: detection -> restart -> restore (= recovery: the first new step)")
+    ax.set_title("recovery of each fault")
+    if faults:
+        ax.legend(fontsize=8, loc="lower right")
+    else:
+        ax.text(0.5, 0.5, "no recovered faults in this run", ha="center", va="center", transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return drawn
 
 
 def _pct(x: float | None) -> str:

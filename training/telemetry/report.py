@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from platform_config import ConfigError, ProjectConfig, load_config
+from training.telemetry.exits import read_worker_exits
 from training.telemetry.goodput import RunAnalysis, analyze, load_events
 from training.telemetry.interval_advisor import advise_for_run
 from training.whatif.sweep import for_report
@@ -22,6 +23,7 @@ from training.whatif.sweep import for_report
 REPORT_FILE = "report.json"
 TIMELINE_FILE = "timeline.png"
 RECOVERY_HIST_FILE = "recovery_hist.png"
+WATERFALL_FILE = "recovery_waterfall.png"
 #: Resolved configurations a run may carry; the first that exists wins over --config.
 RUN_CONFIG_FILES = ("config.json", "resolved_config.json")
 #: The environment whose cluster the planner sizes its recommendation for.
@@ -31,15 +33,19 @@ PLAN_ENV = "prod"
 def build_report(run_dir: Path, cfg: ProjectConfig | None = None) -> tuple[dict[str, Any], RunAnalysis]:
     """The report dict and the analysis behind it (raises FileNotFoundError without an event log)."""
     loaded = load_events(run_dir)
-    a = analyze(loaded.events)
+    a = analyze(loaded.events, read_worker_exits(run_dir))
     if loaded.torn_lines:
         a.warnings.append(f"{loaded.torn_lines} torn (non-JSON) line(s) skipped")
     if loaded.malformed:
         a.warnings.append(f"{loaded.malformed} line(s) without a numeric ts or an event name skipped")
-    mtbf_hours = cfg.observability.mtbf_hours if cfg else None
     advice = advise_for_run(
-        a, mtbf_hours=mtbf_hours, configured_interval_steps=cfg.checkpoint.interval_steps if cfg else None
+        a,
+        node_mtbf_hours=cfg.observability.node_mtbf_hours if cfg else None,
+        nodes=cfg.gpu_nodes.node_count if cfg else None,
+        configured_interval_steps=cfg.checkpoint.interval_steps if cfg else None,
     )
+    if advice.warning:
+        a.warnings.append(f"checkpoint interval advice: {advice.warning}")
     report = {"run_dir": str(run_dir), **a.to_json(), "advice": advice.to_json()}
     report["events"].update({"torn_lines": loaded.torn_lines, "malformed_lines": loaded.malformed})
     return report, a
@@ -71,7 +77,20 @@ def format_table(r: dict[str, Any]) -> str:
     out += ["", "Faults"]
     if r["faults"]:
         out += _grid(
-            ["#", "kind", "step", "rank", "layer", "detect s", "recover s", "rollback", "rollback s", "lost s"],
+            [
+                "#",
+                "kind",
+                "step",
+                "rank",
+                "layer",
+                "detect s",
+                "restart s",
+                "restore s",
+                "recover s",
+                "rollback",
+                "rollback s",
+                "lost s",
+            ],
             [
                 [
                     str(i + 1),
@@ -80,6 +99,8 @@ def format_table(r: dict[str, Any]) -> str:
                     _v(f["rank"]),
                     _v(f["layer"]),
                     _n(f["detection_s"]),
+                    _n(f["restart_s"]),
+                    _n(f["restore_s"]),
                     _n(f["recovery_s"]),
                     _v(f["rollback_steps"]),
                     _n(f["rollback_s"]),
@@ -90,7 +111,7 @@ def format_table(r: dict[str, Any]) -> str:
         )
     else:
         out.append("  none")
-    out += ["", "Recovery time by layer (fault -> first new step)"]
+    out += ["", "Recovery time by layer (fault -> first new step after the restore)"]
     if r["recovery_s_by_layer"]:
         out += _grid(
             ["layer", "n", "p50 s", "p95 s", "max s"],
@@ -107,10 +128,12 @@ def format_table(r: dict[str, Any]) -> str:
         "Checkpoints",
         f"  {'saves':<24}{ck['saves']} committed, {ck['failed']} failed, {ck['quarantined']} quarantined"
         f" (mode {ck['mode'] or 'n/a'})",
-        f"  {'stall per save':<24}p50 {_s(ck['stall_s_p50'])}, p95 {_s(ck['stall_s_p95'])}",
-        f"  {'write duration':<24}p50 {_s(ck['write_s_p50'])}, p95 {_s(ck['write_s_p95'])}",
-        f"  {'efficiency':<24}{_pct(ck['efficiency'])}  (step time without / with checkpoints: "
-        f"{_s(ck['step_s_without_checkpoints'])} / {_s(ck['step_s_with_checkpoints'])})",
+        f"  {'stall per save':<24}mean {_s(ck['stall_s_mean'])}, p50 {_s(ck['stall_s_p50'])}, "
+        f"p95 {_s(ck['stall_s_p95'])}; back-pressure {_s(ck['backpressure_s'])} in all",
+        f"  {'write duration':<24}mean {_s(ck['write_s_mean'])}, p50 {_s(ck['write_s_p50'])}, "
+        f"p95 {_s(ck['write_s_p95'])}; interval {_s(ck['interval_s'])}",
+        f"  {'efficiency':<24}{_pct(ck['efficiency'])}  (steps/s with / without checkpoints: "
+        f"{_n(ck['steps_per_s_with_checkpoints'])} / {_n(ck['steps_per_s_without_checkpoints'])})",
         f"  {'freshness':<24}max age {_s(r['freshness']['max_s'])}, mean age {_s(r['freshness']['mean_s'])}",
     ]
     ad = r["advice"]
@@ -164,15 +187,17 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_plan:
         report["whatif"] = plan(report, args.config, args.plan_env)
     if not args.no_plots:
-        from training.telemetry.plots import plot_recovery_hist, plot_timeline
+        from training.telemetry.plots import plot_recovery_hist, plot_recovery_waterfall, plot_timeline
 
         plot_timeline(analysis, args.run_dir / TIMELINE_FILE)
         plot_recovery_hist(analysis, args.run_dir / RECOVERY_HIST_FILE)
-        report["plots"] = [TIMELINE_FILE, RECOVERY_HIST_FILE]
+        plot_recovery_waterfall(analysis, args.run_dir / WATERFALL_FILE)
+        report["plots"] = [TIMELINE_FILE, RECOVERY_HIST_FILE, WATERFALL_FILE]
     (args.run_dir / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
     print(format_table(report))
     print(
-        f"\nwrote {args.run_dir / REPORT_FILE}" + ("" if args.no_plots else f", {TIMELINE_FILE}, {RECOVERY_HIST_FILE}")
+        f"\nwrote {args.run_dir / REPORT_FILE}"
+        + ("" if args.no_plots else f", {TIMELINE_FILE}, {RECOVERY_HIST_FILE}, {WATERFALL_FILE}")
     )
     return 0
 

@@ -47,9 +47,7 @@ LAYER_KEYS = {"restart", "budget", "fail_p"}
 
 def from_config(cfg: ProjectConfig) -> Scenario:
     """A scenario for ``cfg``'s cluster: its nodes, GPUs per node, recovery mode, steps, checkpoint interval, FSx
-    capacity, restart budgets and timeouts. ``observability.mtbf_hours`` is the job's MTBF at ``node_count``
-    nodes, so the node MTBF is that times ``node_count``."""
-    mtbf = cfg.observability.mtbf_hours
+    capacity, restart budgets and timeouts, and the node MTBF ``observability.node_mtbf_hours``."""
     return Scenario(
         steps=cfg.train.steps,
         interval=cfg.checkpoint.interval_steps,
@@ -57,7 +55,7 @@ def from_config(cfg: ProjectConfig) -> Scenario:
         nodes=cfg.gpu_nodes.node_count,
         gpus_per_node=cfg.instance.gpus,
         fsx_capacity_gib=cfg.storage.fsx_capacity_gib,
-        node_mtbf_hours=mtbf * cfg.gpu_nodes.node_count if mtbf else None,
+        node_mtbf_hours=cfg.observability.node_mtbf_hours,
         fault_classes=default_fault_classes(cfg),
         layers=default_layers(cfg),
     )

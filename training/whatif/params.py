@@ -20,14 +20,13 @@ from typing import Any
 import numpy as np
 
 from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
+from platform_config.schema import LLAMA3_NODE_MTBF_HOURS as LLAMA3_NODE_MTBF_HOURS
 
 #: Recovery layers, lowest first (the names the trainer's events use).
 LAYERS = ("inprocess", "ft_launcher", "job")
 CHECKPOINT_MODES = ("async", "sync")
 #: z of the 95th percentile of a standard normal: a lognormal through p50 and p95 has sigma = ln(p95/p50) / Z95.
 Z95 = 1.6448536269514722
-#: Node MTBF from Llama 3 (Table 5): 2,048 nodes x 54 days x 24 h / 419 unexpected interruptions = 6,335 h.
-LLAMA3_NODE_MTBF_HOURS = 2048 * 54 * 24 / 419
 #: torch's default NCCL watchdog timeout: the only hang detector when no NVRx layer runs.
 NCCL_WATCHDOG_S = 600.0
 #: Kubernetes marks an unreachable node NotReady after node-monitor-grace-period: 50 s by default in current

@@ -148,13 +148,14 @@ def for_report(report: dict[str, Any], cfg: ProjectConfig, *, trials: int = 40, 
     """The recommendation for ``cfg``'s cluster (nodes, GPUs, steps, budgets, timeouts) with the step, checkpoint
     and restart times a run's ``report`` measured (:mod:`training.whatif.calibrate`).
 
-    The node MTBF is ``observability.mtbf_hours`` x ``node_count`` when configured, else Llama 3's.
+    The node MTBF is ``observability.node_mtbf_hours`` (by default Llama 3's), else Llama 3's.
     """
     base = from_config(cfg)
-    source = "observability.mtbf_hours x gpu_nodes.node_count"
-    if base.node_mtbf_hours is None:
+    llama3 = "Llama 3 (arXiv 2407.21783, Table 5): 2,048 nodes x 54 days / 419 interruptions"
+    source = "observability.node_mtbf_hours"
+    if base.node_mtbf_hours is None or base.node_mtbf_hours == LLAMA3_NODE_MTBF_HOURS:
         base = replace(base, node_mtbf_hours=LLAMA3_NODE_MTBF_HOURS)
-        source = "Llama 3 (arXiv 2407.21783, Table 5): 2,048 nodes x 54 days / 419 interruptions"
+        source = f"{source} default: {llama3}" if cfg.observability.node_mtbf_hours else llama3
     measured = calibrate(report, base).apply(base)
     sc = replace(measured, steps=base.steps, interval=base.interval).validate()
     return {

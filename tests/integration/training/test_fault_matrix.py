@@ -42,6 +42,7 @@ from training.checkpoint.files import COMMIT_MARKER, step_dir_name
 from training.resilience.exit_codes import ExitCode
 from training.resilience.faults import parse_schedule
 from training.telemetry.events import read_events
+from training.telemetry.goodput import analyze
 
 pytestmark = pytest.mark.integration
 
@@ -84,6 +85,7 @@ def _evaluate_kind(kind: str, run: dict[str, Any]) -> list[dict[str, Any]]:
     summary_path = run_dir / "summary.json"
     final = json.loads(summary_path.read_text())["final_step"] if summary_path.is_file() else None
     events = read_events(run_dir) if (run_dir / "events.jsonl").is_file() else []
+    analysis = analyze(events)  # the report's recovery time: fault -> first new step after the restore
     cells = []
     for phase, template in PHASES.items():
         entry = template.format(k=kind)
@@ -99,7 +101,8 @@ def _evaluate_kind(kind: str, run: dict[str, Any]) -> list[dict[str, Any]]:
         committed = [e["step"] for e in events if e["event"] == "ckpt_committed" and e["ts"] < fault["ts"]]
         kept = max(committed, default=0)
         resumed = end.get("resumed_step") if end else None
-        recovery_s = round(end["ts"] - fault["ts"], 2) if end else None
+        measured = next((f for f in analysis.faults if f.injected and f.ts == fault["ts"]), None)
+        recovery_s = round(measured.recovery_s, 2) if measured and measured.recovery_s is not None else None
         ok = (
             begin is not None
             and begin["layer"] == EXPECTED_LAYER[kind]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scripts.reliability_report import render
+from scripts.reliability_report import main, render
 
 
 def _results(cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -25,3 +25,28 @@ def test_checkpoint_cells_get_their_own_table_and_stay_out_of_the_kind_phase_mat
     checkpoint = doc.split("## Checkpoint faults", 1)[1]
     assert "| checkpoint root missing | FAIL | exit 0 / trained 20 |" in checkpoint
     assert "## Storage faults" not in checkpoint
+
+
+def test_the_matrix_reads_layer_and_the_one_recovery_time(tmp_path) -> None:
+    cells = [
+        {"kind": "exception", "phase": "init", "ok": True, "layer": "inprocess", "recovery_s": 2.5,
+         "schedule": "exception@0:1/init", "expected_layer": "inprocess", "outcome": "recovered"},
+        {"kind": "exception", "phase": "checkpoint", "ok": None, "layer": None, "recovery_s": None,
+         "schedule": "exception@5:1/checkpoint", "expected_layer": "inprocess", "outcome": "fault did not fire"},
+        {"kind": "sigkill", "phase": "init", "ok": False, "layer": "job", "recovery_s": 9.0,
+         "schedule": "sigkill@0:1/init", "expected_layer": "ft_launcher", "outcome": "recovered by job"},
+    ]  # fmt: skip
+    results = {**_results(cells), "runs": {"exception": {"exit": 0, "wall_s": 30.5}}}
+    doc = render(results)
+    assert "1/3 cells pass" in doc
+    assert "| kind \\ phase | init | checkpoint |" in doc
+    assert "| exception | PASS (inprocess, 2.5 s) | SKIP (no restart) |" in doc
+    assert "| sigkill | FAIL (job, 9.0 s) | - |" in doc
+    assert "first new step after the restore" in doc
+    assert "| sigkill | init | `sigkill@0:1/init` | ft_launcher | recovered by job |" in doc
+    assert doc.endswith("Per-kind runs: exception: exit 0, 30.5 s\n")
+    # the CLI: results in, document out; no results is an error that says what to run
+    src, out = tmp_path / "r.json", tmp_path / "reliability.md"
+    src.write_text(__import__("json").dumps(results))
+    assert main(["--results", str(src), "--out", str(out)]) == 0 and out.read_text() == doc
+    assert main(["--results", str(tmp_path / "none.json"), "--out", str(out)]) == 1

@@ -53,8 +53,18 @@ def test_private_endpoint_in_prod(prod_env: Synthesized) -> None:
 
 
 def test_kubectl_layer_matches_version(default_env: Synthesized) -> None:
-    layers = resources(default_env.template_json(default_env.platform.cluster), "AWS::Lambda::LayerVersion")
-    assert any("kubectl" in str(v["Properties"].get("Description", "")).lower() for v in layers.values())
+    template = default_env.template_json(default_env.platform.cluster)
+    layers = resources(template, "AWS::Lambda::LayerVersion")
+    kubectl = {k: v for k, v in layers.items() if "/opt/kubectl/kubectl" in v["Properties"].get("Description", "")}
+    ((layer_id, layer),) = kubectl.items()
+    # the layer's kubectl is of the cluster's minor (the description names its version: "/opt/kubectl/kubectl 1.36.3")
+    version = layer["Properties"]["Description"].split("/opt/kubectl/kubectl ", 1)[1].split(";")[0]
+    minor = default_env.cfg.cluster.kubernetes_version
+    assert version.startswith(f"{minor}."), (version, minor)
+    # and it is the layer the cluster's kubectl provider runs with
+    users = [k for k, v in resources(template, "AWS::Lambda::Function").items()
+             if {"Ref": layer_id} in v["Properties"].get("Layers", [])]  # fmt: skip
+    assert users, f"no Lambda function runs with {layer_id}"
 
 
 def test_missing_kubectl_layer_names_the_field() -> None:

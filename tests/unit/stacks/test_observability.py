@@ -188,3 +188,42 @@ def test_cdk_nag_reports_nothing_for_the_construct() -> None:
     assert any("/Cluster/" in path for _, path in findings), "cdk-nag did not run (the bare cluster has findings)"
     mine = [f for f in findings if "/Observability/" in f[1]]
     assert mine == []
+
+
+def _dashboard_metrics(template: Template, namespace: str) -> set[tuple[str, frozenset[str]]]:
+    """(metric, dimension names) of every line the dashboard draws: metric arrays and SEARCH expressions."""
+    (dash,) = template.find_resources("AWS::CloudWatch::Dashboard").values()
+    parts = dash["Properties"]["DashboardBody"]["Fn::Join"][1]
+    body = json.loads("".join(p for p in parts if isinstance(p, str)))
+    out = set()
+    for widget in body["widgets"]:
+        for line in widget.get("properties", {}).get("metrics", []):
+            if line and line[0] == namespace:
+                names = [x for x in line[1:] if isinstance(x, str)]
+                out.add((names[0], frozenset(names[1::2])))
+            for item in line:
+                m = isinstance(item, dict) and re.search(
+                    r"SEARCH\('\{([^}]*)\} MetricName=\"(\w+)\"", item.get("expression", "")
+                )
+                if m:
+                    out.add((m.group(2), frozenset(m.group(1).split(",")[1:])))
+    return out
+
+
+def test_training_emits_every_metric_the_dashboard_draws_during_the_run(synthesized, tmp_path) -> None:
+    """Rank 0's emitter on the recorded run's scenario (an in-process and an ft_launcher recovery, two commits)
+    writes every (metric, dimensions) the dashboard reads, before the run's last event."""
+    from tests.helpers.event_log import emf_records, recorded_run_replica
+
+    template, cfg = synthesized
+    wanted = _dashboard_metrics(template, cfg.observability.metric_namespace)
+    assert ("RecoveryTime", frozenset({"JobName", "Layer"})) in wanted and len(wanted) >= 12
+    events = recorded_run_replica().sorted_events()
+    last = events[-1]["ts"]
+    emitted = set()
+    for rec in emf_records(events, tmp_path):
+        assert rec["_aws"]["Timestamp"] < last * 1000  # during the run, not only at its end
+        (directive,) = rec["_aws"]["CloudWatchMetrics"]
+        for dims in directive["Dimensions"]:
+            emitted |= {(m["Name"], frozenset(dims)) for m in directive["Metrics"]}
+    assert wanted <= emitted, wanted - emitted

@@ -71,7 +71,7 @@ def test_checkpoint_age_follows_commits() -> None:
 def test_restart_record_has_layer_and_cause_dimensions() -> None:
     buf = io.StringIO()
     emf = EmfEmitter(_cfg(), stream=buf, endpoint="")
-    emf.restart(layer="inprocess", cause="exception", recovery_s=2.5, rollback_steps=15)
+    emf.restart(layer="inprocess", cause="exception")
     (rec,) = _lines(buf)
     _check_emf(rec)
     assert rec["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
@@ -79,8 +79,7 @@ def test_restart_record_has_layer_and_cause_dimensions() -> None:
         ["JobName", "Layer"],
         ["JobName", "Layer", "Cause"],
     ]
-    assert (rec["Layer"], rec["Cause"], rec["Restarts"], rec["RollbackSteps"]) == ("inprocess", "exception", 1.0, 15.0)
-    assert "DetectionTime" not in rec
+    assert (rec["Layer"], rec["Cause"], rec["Restarts"]) == ("inprocess", "exception", 1.0)
 
 
 def test_goodput_in_percent() -> None:
@@ -128,30 +127,32 @@ def test_bad_endpoint_is_a_clear_error() -> None:
         EmfEmitter(_cfg(), endpoint="http://x")
 
 
-def test_event_log_sink_turns_run_events_into_metrics(tmp_path) -> None:
-    """The emitter as an EventLog sink: steps, checkpoints and a restart become EMF records with values."""
-    from training.telemetry.events import EventLog
+def test_the_run_becomes_metrics_while_it_runs(tmp_path) -> None:
+    """Rank 0's emitter on scenario A (tests.unit.training.telemetry.test_goodput): the numbers of report.json."""
+    from tests.helpers.event_log import emf_records
+    from tests.unit.training.telemetry.test_goodput import scenario_a
 
-    buf = io.StringIO()
-    emf = EmfEmitter(_cfg(), stream=buf, endpoint="")
-    log = EventLog(tmp_path, rank=0, layer="inprocess")
-    log.sinks.append(emf.on_event)
-    log.emit("step", step=1, loss=2.5, tokens=512, step_s=0.5)
-    log.emit("ckpt_staged", step=1, stall_s=0.25)
-    log.emit("ckpt_committed", step=1, write_s=3.0, path="x")
-    log.emit("restart_begin", cause="hang", layer="inprocess")
-    log.emit("restart_end", layer="inprocess")
-    log.emit("eval", step=1, loss=2.0)  # not a metric
-    recs = _lines(buf)
+    recs = emf_records(scenario_a(), tmp_path)
     for rec in recs:
         _check_emf(rec)
-    assert recs[0]["TokensPerSecond"] == 1024.0
-    assert recs[1]["CheckpointStall"] == 0.25
-    assert recs[2]["CheckpointWrite"] == 3.0 and recs[2]["CheckpointsCommitted"] == 1
-    restart = recs[3]
-    assert (restart["Layer"], restart["Cause"], restart["Restarts"]) == ("inprocess", "hang", 1)
-    assert restart["RecoveryTime"] >= 0
-    assert len(recs) == 4
+    assert [r["step"] for r in recs if "StepsCompleted" in r] == [1, 2, 3, 4, 5, 6, 7, 5, 6, 7, 8]
+    (restart,) = [r for r in recs if "Restarts" in r]
+    assert (restart["Layer"], restart["Cause"]) == ("inprocess", "exception")
+    (rec,) = [r for r in recs if "RecoveryTime" in r]  # written at the first new step, 1009.8
+    assert rec["_aws"]["Timestamp"] == 1009800 and rec["Layer"] == "inprocess"
+    got = [rec[k] for k in ("DetectionTime", "RestartTime", "RestoreTime", "RecoveryTime", "RollbackSteps")]
+    assert got == [0.2, 0.3, 1.5, 2.0, 3.0]
+    # goodput so far at every commit (1005.5, 1014.3) and at each process's first step (1001.0, 1009.8)
+    goodput = [(r["_aws"]["Timestamp"], r["TrainingGoodput"]) for r in recs if "TrainingGoodput" in r]
+    # at 1001.0: step 1 (0.8 s) of 1.0 s; at the commit 1005.5 (written before step 5): steps 1..4 (3.2 s) of
+    # 5.5 s; at 1009.8: 1..4 and 5 again
+    assert [t for t, _ in goodput] == [1001000, 1005500, 1009800, 1014300]
+    assert goodput[0][1] == pytest.approx(80.0)
+    assert goodput[1][1] == pytest.approx(100 * 3.2 / 5.5, abs=1e-3)
+    assert goodput[2][1] == pytest.approx(100 * 4.0 / 9.8, abs=1e-3)
+    # the restored checkpoint (step 4, committed at 1005.5) sets the age after the restart: 1009.8 - 1005.5
+    step5 = [r for r in recs if r.get("step") == 5 and "StepsCompleted" in r][1]
+    assert step5["CheckpointAge"] == pytest.approx(4.3)
 
 
 def test_disabled_emitter_is_not_attached_and_writes_nothing(tmp_path) -> None:

@@ -1,4 +1,5 @@
-"""The goodput math on synthetic event logs; every expected number is computed by hand in the comments."""
+"""The goodput math on event logs written in the trainer's order (``tests.helpers.event_log``); every expected
+number is computed by hand in the comments from the generator's arguments."""
 
 from __future__ import annotations
 
@@ -7,282 +8,275 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.event_log import TrainerLog
+from training.telemetry.exits import WorkerExit
 from training.telemetry.goodput import analyze, load_events, parse_event_lines, percentile, summary_stats
 
 
-def ev(ts: float, event: str, *, rank: int = 0, layer: str = "inprocess", gen: tuple[int, int, int] = (0, 0, 0),
-       **fields: Any) -> dict[str, Any]:  # fmt: skip
-    """One record as EventLog writes it; gen = (restart, attempt, iteration)."""
-    restart, attempt, iteration = gen
-    return {"ts": ts, "mono": ts, "rank": rank, "iteration": iteration, "restart": restart, "attempt": attempt,
-            "layer": layer, "event": event, **fields}  # fmt: skip
-
-
-def steps(first: int, last: int, t_first: float, *, dt: float = 1.0, step_s: float | None = 0.8, **kw: Any):
-    out = []
-    for i, s in enumerate(range(first, last + 1)):
-        fields = {"step": s, "loss": 1.0, "tokens": 512}
-        if step_s is not None:
-            fields["step_s"] = step_s
-        out.append(ev(t_first + i * dt, "step", **fields, **kw))
-    return out
-
-
-# --------------------------------------------------------------------------- scenario A: one in-process recovery
+# --------------------------------------------------------------------------- A: one in-process recovery
 def scenario_a() -> list[dict[str, Any]]:
-    return [
-        ev(0.0, "start", rank=0, world_size=2, mode="inprocess", device="cpu"),
-        ev(0.0, "start", rank=1, world_size=2, mode="inprocess", device="cpu"),
-        *steps(1, 4, 1.0),  # steps 1..4 end at t=1,2,3,4 (step_s 0.8)
-        ev(4.1, "ckpt_begin", step=4, mode="async"),
-        ev(4.6, "ckpt_staged", step=4, stall_s=0.5),
-        ev(5.6, "step", step=5, loss=1.0, tokens=512, step_s=0.8),  # gap 4 -> 5 = 1.6 s, holds the checkpoint
-        ev(6.1, "ckpt_committed", step=4, write_s=2.0, path="ckpt/4"),
-        *steps(6, 7, 6.6),  # t=6.6, 7.6
-        ev(8.0, "fault_injected", rank=1, kind="exception", step=8, fault_rank=1),
-        ev(8.5, "restart_begin", rank=0, cause="exception", layer="inprocess"),
-        ev(8.6, "restart_begin", rank=1, cause="exception", layer="inprocess"),  # the same restart seen by rank 1
-        ev(9.0, "restart_end", rank=0, layer="inprocess"),
-        ev(9.5, "restore", rank=0, from_step=4, tier="persistent"),
-        *steps(5, 8, 10.5),  # re-executed 5..7, then 8: t=10.5 .. 13.5
-        ev(14.0, "exit", rank=0, reason="done", code=0),
-    ]
+    """Async checkpoints every 4 steps (stall 0.5, write 1.0), steps every 1.0 s (step_s 0.8) from t=1000."""
+    log = TrainerLog(interval=4, stall_s=0.5, write_s=1.0)
+    log.start()  # start x2 and restore at 1000.0
+    # steps 1..4 at 1001..1004; save 4: begin 1004.0, staged 1004.5, committed 1005.5; steps 5..7 at 1005.5..1007.5
+    log.steps(7)
+    log.inject("exception", 1, dt=0.3)  # 1007.8, before step 8
+    # restart_begin (detected 1008.0) and start at 1008.3; restore of step 4 and restart_end at 1008.8
+    log.inprocess_restart("exception", from_step=4, detected_ts=1008.0, dt_start=0.5, dt_restore=0.5)
+    log.steps(8)  # 5..8 at 1009.8..1012.8; save 8: staged 1013.3, committed 1014.3
+    return log.finish(dt=0.2).sorted_events()  # exits at 1014.5
 
 
 def test_scenario_a_goodput() -> None:
     a = analyze(scenario_a())
-    # wall = 14.0 - 0.0
-    assert a.wall_s == pytest.approx(14.0)
+    assert a.wall_s == pytest.approx(14.5)
     assert a.final_step == 8
-    # kept = last execution of each step 1..8 = 8 x step_s 0.8 = 6.4 s; 6.4 / 14
+    # kept = the last execution of each step 1..8 = 8 x 0.8 = 6.4 s
     assert a.productive_s == pytest.approx(6.4)
-    assert a.training_goodput == pytest.approx(6.4 / 14)
-    # working: [0, 8.0) until the fault + [9.0, 14.0) from restart_end to exit = 8 + 5 = 13; 13 / 14
-    assert a.working_intervals == [(0.0, 8.0), (9.0, 14.0)]
-    assert a.infrastructure_goodput == pytest.approx(13 / 14)
+    assert a.training_goodput == pytest.approx(6.4 / 14.5)
+    # both ranks in the loop: [1000, 1007.8) until rank 1's fault, [1008.3, 1014.5) from the re-entry = 14.0
+    assert a.working_intervals == [(1000.0, 1007.8), (1008.3, 1014.5)]
+    assert a.infrastructure_goodput == pytest.approx(14.0 / 14.5)
 
 
 def test_scenario_a_fault() -> None:
     a = analyze(scenario_a())
-    assert len(a.faults) == 1
-    f = a.faults[0]
+    (f,) = a.faults
     assert (f.kind, f.step, f.rank, f.layer, f.injected) == ("exception", 8, 1, "inprocess", True)
-    # detection = first restart_begin 8.5 - fault 8.0
-    assert f.detection_s == pytest.approx(0.5)
-    # recovery = first step after the restore (9.5) is at 10.5; 10.5 - 8.0
-    assert f.recovery_s == pytest.approx(2.5)
-    # rollback = fault step 8 - restored step 4
-    assert f.rollback_steps == 4
-    # steps 5, 6, 7 had been computed before the restore: 3 x 0.8
+    # detection = detected_ts 1008.0 - 1007.8; restart = the workers started 1008.3; restore = first new step 1009.8
+    assert f.detection_s == pytest.approx(0.2)
+    assert f.restart_s == pytest.approx(0.3)
+    assert f.restore_s == pytest.approx(1.5)
+    assert f.recovery_s == pytest.approx(2.0)  # = 0.2 + 0.3 + 1.5
+    # the fault fired before step 8: steps 5..7 were done and are redone (3 x 0.8); in flight 1007.8 - 1007.5
+    assert (f.restored_step, f.rollback_steps) == (4, 3)
     assert f.rollback_s == pytest.approx(2.4)
-    # lost work adds the partial step in flight: fault 8.0 - last step end 7.6 = 0.4
-    assert f.lost_work_s == pytest.approx(2.8)
-    assert a.recovery_by_layer() == {"inprocess": {"p50": 2.5, "p95": 2.5, "max": 2.5, "n": 1}}
+    assert f.lost_work_s == pytest.approx(2.7)
+    assert a.recovery_by_layer() == {"inprocess": {"p50": 2.0, "p95": 2.0, "max": 2.0, "n": 1}}
     # two ranks logged restart_begin for one restart
-    assert a.restart_causes()["total"] == 1
-    assert a.restart_causes()["by_cause"] == {"exception": 1}
+    assert a.restart_causes() == {
+        "total": 1,
+        "by_cause": {"exception": 1},
+        "by_layer": {"inprocess": 1},
+        "by_layer_and_cause": {"inprocess/exception": 1},
+    }
 
 
 def test_scenario_a_checkpoint_and_freshness() -> None:
     a = analyze(scenario_a())
     ck = a.checkpoint_summary()
-    assert (ck["saves"], ck["mode"], ck["stall_s_p50"], ck["write_s_p50"]) == (1, "async", 0.5, 2.0)
-    # step gaps inside segments: 2,3,4 -> 1.0; 5 -> 1.6 (checkpoint); 6,7 -> 1.0; after the restore 6,7,8 -> 1.0.
-    # with checkpoints: (8 x 1.0 + 1.6) / 9 = 1.0667; without: 1.0; efficiency = 1.0 / 1.0667 = 0.9375
-    assert a.step_s_with_ckpt == pytest.approx(9.6 / 9)
-    assert a.step_s_without_ckpt == pytest.approx(1.0)
-    assert ck["efficiency"] == pytest.approx(0.9375)
-    # freshness: spans run start 0 -> commit 6.1 -> end 14.0 = 6.1 and 7.9; max 7.9;
-    # time-mean = (6.1^2/2 + 7.9^2/2) / 14 = (18.605 + 31.205) / 14 = 3.557857
-    assert a.freshness_max_s == pytest.approx(7.9)
-    assert a.freshness_mean_s == pytest.approx(49.81 / 14)
+    assert (ck["saves"], ck["mode"], ck["stall_s_mean"], ck["write_s_mean"], ck["backpressure_s"]) == (
+        2, "async", 0.5, 1.0, 0.0,
+    )  # fmt: skip
+    # gaps: 2,3,4 -> 1.0; 5 -> 1.5 (the save); 6,7 -> 1.0; after the restore 6,7,8 -> 1.0 (5 follows the restore)
+    # with checkpoints 9 gaps in 9.5 s: 0.947368 steps/s; without: 1.0 steps/s; efficiency 9 / 9.5
+    assert ck["steps_per_s_with_checkpoints"] == pytest.approx(9 / 9.5, abs=1e-4)
+    assert ck["steps_per_s_without_checkpoints"] == 1.0
+    assert ck["efficiency"] == pytest.approx(9 / 9.5, abs=1e-4)
+    assert ck["interval_s"] == pytest.approx(8.8)  # saves began at 1004.0 and 1012.8
+    # freshness: run start 1000 -> commit 1005.5 -> commit 1014.3 -> end 1014.5: spans 5.5, 8.8, 0.2
+    assert a.freshness_max_s == pytest.approx(8.8)
+    assert a.freshness_mean_s == pytest.approx((5.5**2 + 8.8**2 + 0.2**2) / 2 / 14.5)
+    assert not any("shorter than the write time" in w for w in a.warnings)
 
 
 def test_a_failed_restore_is_not_a_failed_save() -> None:
     events = scenario_a()
-    events.insert(-2, ev(9.4, "ckpt_failed", rank=0, step=4, error="EIO: Input/output error", op="restore"))
+    events.append({**events[-1], "event": "ckpt_failed", "ts": 1008.7, "step": 4, "error": "EIO", "op": "restore"})
     ck = analyze(events).checkpoint_summary()
-    assert (ck["saves"], ck["failed"]) == (1, 0)
+    assert (ck["saves"], ck["failed"]) == (2, 0)
 
 
-def test_scenario_a_to_json_has_the_report_keys() -> None:
+def test_scenario_a_to_json() -> None:
     j = analyze(scenario_a()).to_json()
-    for key in ("training_goodput", "infrastructure_goodput", "wall_seconds", "final_step", "faults",
-                "recovery_s_by_layer", "checkpoint"):  # fmt: skip
-        assert key in j
-    assert set(j["faults"][0]) >= {"kind", "layer", "step", "rank", "detection_s", "recovery_s", "rollback_steps"}
-    assert set(j["checkpoint"]) >= {"saves", "stall_s_p50", "write_s_p50", "efficiency"}
-    assert j["faults"][0]["time_s"] == pytest.approx(8.0)  # relative to the first event
+    f = j["faults"][0]
+    assert f["time_s"] == pytest.approx(7.8)  # relative to the first event
+    assert (f["detection_s"], f["restart_s"], f["restore_s"], f["recovery_s"]) == (0.2, 0.3, 1.5, 2.0)
+    assert (f["host"], f["pid"], f["cause_source"]) == ("node-0", 101, None)  # rank 1's process wrote it
     json.dumps(j)  # serialisable
 
 
-# --------------------------------------------------------------------------- scenario B: no faults, no checkpoints
+# ----------------------------------------------------------- B: a worker killed from outside vs the same kill injected
+def kill_run(inject: bool) -> TrainerLog:
+    """ft_launcher restarts both workers after rank 1 died during step 8; checkpoints every 5 steps."""
+    log = TrainerLog(interval=5, stall_s=0.1, write_s=0.5).launch()  # launch at 1000
+    log.start(dt_start=2.0, dt_restore=0.5)  # start 1002.0, restore 1002.5
+    log.steps(7)  # 1..7 at 1003.5..1009.6 (save 5: staged 1007.6, committed 1008.1)
+    if inject:
+        log.inject("sigkill", 1, dt=0.05)  # 1009.65
+    log.exit(0, 14, "peer_lost", dt=0.4 - (0.05 if inject else 0.0))  # 1010.0: the survivor's collective failed
+    log.launcher_restart("sigkill" if inject else "worker_failure", from_step=5, dt_start=3.0, dt_restore=1.0)
+    # restart_begin and start 1013.0, restore 1014.0; steps 6..10 at 1015.0..1019.0; exits at 1020.0
+    return log.steps(10).finish(dt=0.4)
+
+
+def test_a_worker_that_stops_without_a_word_is_a_fault() -> None:
+    log = kill_run(inject=False)
+    line = "[2026-11-30 20:41:33,569] [ERROR] [ft_launcher9@node-0] failed (exitcode: -9) local_rank: 1 (pid: 101)"
+    exits = [WorkerExit(101, -9, "node-0", f"launcher.log:153: {line}")]
+    a = analyze(log.sorted_events(), exits)
+    (f,) = a.faults
+    # rank 1 (pid 101) wrote nothing after its start; the job's last step before the survivor's exit is 7 (1009.6)
+    assert (f.kind, f.injected, f.rank, f.pid, f.step) == ("uninjected:sigkill", False, 1, 101, 8)
+    assert f.ts == pytest.approx(1009.6)
+    assert f.cause_source.startswith("launcher.log:153:")
+    # detection: the exit 14 at 1010.0; restart: new workers at 1013.0; restore: first new step at 1015.0
+    assert (f.detection_source, f.layer) == ("exit", "ft_launcher")
+    assert f.detection_s == pytest.approx(0.4)
+    assert f.restart_s == pytest.approx(3.0)
+    assert f.restore_s == pytest.approx(2.0)
+    assert f.recovery_s == pytest.approx(5.4)
+    # steps 6, 7 redone: 2 x 0.8; nothing in flight at the last sign of life
+    assert (f.restored_step, f.rollback_steps) == (5, 2)
+    assert f.lost_work_s == pytest.approx(1.6)
+    # working: [1002.0, 1009.6) until rank 1 went silent + [1013.0, 1020.0) = 14.6 of 20.0 s
+    assert a.working_intervals == [(1002.0, pytest.approx(1009.6)), (1013.0, 1020.0)]
+    assert a.infrastructure_goodput == pytest.approx(14.6 / 20.0)
+    assert a.restart_causes()["by_layer_and_cause"] == {"ft_launcher/worker_failure": 1}
+
+
+def test_the_killed_and_the_injected_worker_measure_alike() -> None:
+    killed, injected = analyze(kill_run(False).sorted_events()), analyze(kill_run(True).sorted_events())
+    (k,), (i,) = killed.faults, injected.faults
+    assert (i.kind, i.injected, i.step) == ("sigkill", True, 8)
+    # the injected fault is logged 0.05 s after the last step: every time is 0.05 s shorter, the working time longer
+    assert i.detection_s == pytest.approx(k.detection_s - 0.05)
+    assert i.recovery_s == pytest.approx(k.recovery_s - 0.05)
+    assert (i.restart_s, i.restore_s) == (pytest.approx(k.restart_s), pytest.approx(k.restore_s))
+    assert injected.infrastructure_goodput == pytest.approx(14.65 / 20.0)
+    # without the launcher's log line the cause is unknown, and says so
+    assert killed.faults[0].kind == "uninjected:silent_stop"
+
+
+def test_a_host_that_goes_silent_is_a_lost_node() -> None:
+    """Two pods, one rank each; pod node-1 vanishes, the job layer brings a new pod node-2."""
+    log = TrainerLog(interval=5, hosts=("node-0", "node-1")).launch()
+    log.start(dt_start=1.0).steps(3)  # 1002..1004
+    log.exit(0, 14, "peer_lost", dt=0.5)  # 1004.5
+    log.attempt, log.hosts = 1, ("node-0", "node-2")
+    log.new_processes()
+    log.start(restart=("job", "peer_lost"), dt_start=2.0).steps(5).finish()  # start 1006.5, steps at 1007.5..
+    a = analyze(log.sorted_events())
+    (f,) = a.faults
+    assert (f.kind, f.rank, f.host, f.layer) == ("uninjected:node_lost", 1, "node-1", "job")
+    assert f.ts == pytest.approx(1004.0) and f.detection_s == pytest.approx(0.5)
+    assert "node-1 wrote no event" in f.cause_source
+    assert a.hosts == ["node-0", "node-1", "node-2"]
+
+
+def test_a_restart_nobody_injected_runs_from_the_last_step() -> None:
+    log = TrainerLog(interval=2, layer="ft_launcher").launch()
+    log.start().steps(3)  # 1001.0, 1002.0 (save 2, staged 1002.1), 1003.1
+    # a real hang: ft_launcher's heartbeat timeout kills the group; the new workers log the restart at 1008.1
+    log.restart += 1
+    log.new_processes()
+    log.start(restart=("ft_launcher", "heartbeat_timeout"), from_step=2, dt_start=5.0).steps(4).finish()
+    (f,) = analyze(log.sorted_events()).faults
+    # the old workers wrote no exit: they stopped silently; the fault runs from the last step (1003.1)
+    assert (f.kind, f.injected, f.step, f.layer) == ("uninjected:silent_stop", False, 4, "ft_launcher")
+    assert f.detection_s == pytest.approx(5.0)
+    assert f.recovery_s == pytest.approx(6.0)  # first new step (3) at 1009.1
+    assert (f.rollback_steps, f.rollback_s) == (1, pytest.approx(0.8))
+
+
+def test_overlapping_faults_both_keep_their_layer() -> None:
+    log = TrainerLog(interval=2).launch()
+    log.start().steps(3)  # 1001.0, 1002.0 (save 2, staged 1002.1), 1003.1
+    log.inject("exception", 1, dt=0.1).inject("exception", 0, dt=0.1)  # 1003.2, 1003.3: before any restart
+    log.inprocess_restart("exception", from_step=2, dt_start=0.3).steps(5).finish()  # re-entry 1003.6
+    fa, fb = analyze(log.sorted_events()).faults
+    assert (fa.layer, fb.layer) == ("inprocess", "inprocess")
+    assert fa.detection_s == pytest.approx(0.4) and fb.detection_s == pytest.approx(0.3)
+    assert fa.recovered_ts == fb.recovered_ts == pytest.approx(1004.6)  # step 3 again
+
+
+# ------------------------------------------------------------------- C: back-pressure: interval < write time
+def scenario_backpressure() -> list[dict[str, Any]]:
+    """Async saves every 2 steps that take 3.0 s to write, steps every 1.0 s, staging 0.1 s."""
+    log = TrainerLog(interval=2, stall_s=0.1, write_s=3.0).start()
+    # save 2 at 1002.0: no wait, staged 1002.1, written by 1005.1; steps 3, 4 at 1003.1, 1004.1
+    # save 4 waits 1.0 s for it: staged 1005.2 (stall 1.1), written by 1008.2; steps 5, 6 at 1006.2, 1007.2
+    # save 6 waits 1.0 s: staged 1008.3 (stall 1.1), written by 1011.3; exits at 1011.5
+    return log.steps(6).finish(dt=0.2).sorted_events()
+
+
+def test_backpressure_is_part_of_the_stall_and_of_the_efficiency() -> None:
+    a = analyze(scenario_backpressure())
+    ck = a.checkpoint_summary()
+    assert ck["backpressure_s"] == pytest.approx(2.0)
+    assert ck["stall_s_mean"] == pytest.approx((0.1 + 1.1 + 1.1) / 3, abs=1e-4)
+    assert ck["stall_s_total"] == pytest.approx(2.3)
+    # gaps 2: 1.0, 3: 1.1 (save), 4: 1.0, 5: 2.1 (save + wait), 6: 1.0 -> 5 steps in 6.2 s with, 1 step/s without
+    assert ck["steps_per_s_with_checkpoints"] == pytest.approx(5 / 6.2, abs=1e-4)
+    assert ck["efficiency"] == pytest.approx(5 / 6.2, abs=1e-4)
+    # saves began at 1002.0, 1004.1, 1007.2: median interval 2.6 s < the 3.0 s write
+    assert ck["interval_s"] == pytest.approx(2.6)
+    (warning,) = [w for w in a.warnings if "shorter than the write time" in w]
+    assert "interval 2.60 s" in warning and "3.00 s" in warning and "back-pressure 2.00 s" in warning
+    # only step 2 ran with no write in flight: the speed without checkpoints comes from the save-free gaps, said so
+    assert any(w.startswith("only 1 step gap(s) ran with no checkpoint write in flight") for w in a.warnings)
+
+
+def test_steps_slowed_by_a_background_write_count_against_the_efficiency() -> None:
+    log = TrainerLog(interval=4, stall_s=0.1, write_s=2.0).start()
+    log.steps(4)  # 1001..1004; save 4: staged 1004.1, written by 1006.1
+    log.step_gap = 1.5  # the write slows the steps it overlaps
+    log.steps(6)  # 5 at 1005.6 (the save's gap: 1.6), 6 at 1007.1 (1.5, overlapping the write)
+    log.step_gap = 1.0
+    events = log.steps(8).finish().sorted_events()  # 7 at 1008.1, 8 at 1009.1: no write in flight
+    ck = analyze(events).checkpoint_summary()
+    # with: gaps 1, 1, 1, 1.6, 1.5, 1, 1 = 8.1 s for 7 steps; without: the 5 gaps with no save and no write, 1.0 s
+    assert ck["step_s_with_checkpoints"] == pytest.approx(8.1 / 7, abs=1e-4)
+    assert ck["steps_per_s_without_checkpoints"] == 1.0
+    assert ck["efficiency"] == pytest.approx(7 / 8.1, abs=1e-4)
+
+
+def test_gaps_inside_a_process_use_its_monotonic_clock() -> None:
+    log = TrainerLog(step_s=None).start()
+    events = log.steps(4).finish().sorted_events()  # steps at 1001..1004, mono 1..4
+    (step3,) = [e for e in events if e["event"] == "step" and e["step"] == 3]
+    step3["ts"] += 0.5  # the wall clock of the host jumped by 0.5 s (an NTP step) between steps 2 and 3
+    a = analyze(events)
+    assert [s.gap_s for s in a.steps] == [None, 1.0, 1.0, 1.0]
+
+
 def test_no_faults_no_checkpoints_and_missing_step_s() -> None:
-    events = [ev(0.0, "start"), *steps(1, 5, 1.0, step_s=None), ev(5.5, "exit", reason="done", code=0)]
+    log = TrainerLog(step_s=None).start()
+    events = log.steps(5).finish(dt=0.5).sorted_events()  # steps at 1001..1005, exits at 1005.5
     a = analyze(events)
     # durations: steps 2..5 have gaps of 1.0; step 1 has neither step_s nor a gap -> median 1.0
-    # productive 5.0 / wall 5.5
     assert a.training_goodput == pytest.approx(5.0 / 5.5)
     assert a.infrastructure_goodput == pytest.approx(1.0)
     assert any("median step time" in w for w in a.warnings)
     assert a.faults == [] and a.recovery_by_layer() == {}
     ck = a.checkpoint_summary()
-    assert ck["saves"] == 0 and ck["stall_s_p50"] is None
-    # no checkpoint in any gap: with == without -> 1.0
-    assert ck["efficiency"] == pytest.approx(1.0)
-    # no commit: the age runs from the run start to the end; mean = 5.5^2/2 / 5.5 = 2.75
-    assert a.freshness_max_s == pytest.approx(5.5)
-    assert a.freshness_mean_s == pytest.approx(2.75)
+    assert ck["saves"] == 0 and ck["stall_s_mean"] is None and ck["backpressure_s"] is None
+    assert ck["efficiency"] == pytest.approx(1.0)  # no checkpoint in any gap
+    assert a.freshness_max_s == pytest.approx(5.5) and a.freshness_mean_s == pytest.approx(2.75)
 
 
-def test_launch_event_starts_the_wall_clock_but_is_not_working_time() -> None:
-    # the same run as above, launched 4.5 s before the first worker event (imports, rendezvous):
-    # wall 10.0, productive 5.0, working 5.5 (start -> exit); the launch opens no working interval
-    events = [
-        ev(-4.5, "launch", rank=-1, layer="job", launcher="ft_launcher", nproc=2, mode="inprocess-ft"),
-        ev(0.0, "start"),
-        *steps(1, 5, 1.0, step_s=None),
-        ev(5.5, "exit", reason="done", code=0),
-    ]
-    a = analyze(events)
+def test_launch_event_starts_the_wall_clock_and_ranks_starting_apart_are_not_working() -> None:
+    log = TrainerLog(step_s=None).launch()  # 1000.0
+    log.wait(4.5).emit(1, "start", world_size=2, mode="inprocess-ft", device="cpu")  # rank 1 at 1004.5
+    log.wait(1.0).emit(0, "start", world_size=2, mode="inprocess-ft", device="cpu")  # rank 0 at 1005.5
+    log.emit(0, "restore", from_step=0, tier="none")
+    log.steps(4).finish(dt=0.5)  # steps 1006.5..1009.5, exits 1010.0
+    a = analyze(log.sorted_events())
+    # wall 10.0; working only once both ranks entered: [1005.5, 1010.0) = 4.5
     assert a.wall_s == pytest.approx(10.0)
-    assert a.training_goodput == pytest.approx(5.0 / 10.0)
-    assert a.infrastructure_goodput == pytest.approx(5.5 / 10.0)
-
-
-# ------------------------------------------------ scenario C: fault before the first checkpoint
-def scenario_c() -> list[dict[str, Any]]:
-    """sigkill under ft_launcher; nobody logs restart_begin: the new process generation is the detection."""
-    return [
-        ev(0.0, "start", rank=0, layer="ft_launcher"),
-        ev(0.0, "start", rank=1, layer="ft_launcher"),
-        *steps(1, 3, 1.0, step_s=1.0),
-        ev(3.2, "fault_injected", rank=1, kind="sigkill", step=4, fault_rank=1),
-        ev(6.0, "start", rank=0, layer="ft_launcher", gen=(1, 0, 0)),
-        ev(6.1, "start", rank=1, layer="ft_launcher", gen=(1, 0, 0)),
-        ev(6.5, "restore", from_step=0, tier="none", gen=(1, 0, 0)),
-        *steps(1, 4, 7.5, step_s=1.0, gen=(1, 0, 0)),  # t=7.5 .. 10.5
-        ev(11.0, "exit", reason="done", code=0, gen=(1, 0, 0)),
-    ]
-
-
-def test_fault_before_first_checkpoint() -> None:
-    a = analyze(scenario_c())
-    # kept 4 x 1.0 / wall 11; working [0, 3.2) + [6.0, 11.0) = 8.2
-    assert a.training_goodput == pytest.approx(4 / 11)
-    assert a.infrastructure_goodput == pytest.approx(8.2 / 11)
-    (f,) = a.faults
-    # detection = new process start 6.0 - 3.2; restart counter moved -> ft_launcher
-    assert f.detection_s == pytest.approx(2.8)
-    assert f.detection_source == "new_process"
-    assert f.layer == "ft_launcher"
-    # recovery = first step after the restore (6.5) at 7.5; 7.5 - 3.2
-    assert f.recovery_s == pytest.approx(4.3)
-    # no checkpoint: restored step 0, rollback 4 - 0; steps 1..3 done before -> 3.0 s; lost adds 3.2 - 3.0
-    assert (f.restored_step, f.rollback_steps) == (0, 4)
-    assert f.rollback_s == pytest.approx(3.0)
-    assert f.lost_work_s == pytest.approx(3.2)
-    # the inferred restart counts as a restart with the fault's kind as cause
-    assert a.restart_causes()["by_layer_and_cause"] == {"ft_launcher/sigkill": 1}
-    assert a.checkpoint_summary()["saves"] == 0
-
-
-# --------------------------------------------------------------------------- scenario D: the same step restarted twice
-def scenario_d() -> list[dict[str, Any]]:
-    return [
-        ev(0.0, "start"),
-        *steps(1, 3, 1.0, step_s=1.0),
-        ev(3.05, "ckpt_begin", step=3, mode="sync"),
-        ev(3.55, "ckpt_staged", step=3, stall_s=0.5),
-        ev(3.55, "ckpt_committed", step=3, write_s=0.5, path="ckpt/3"),
-        *steps(4, 5, 4.5, step_s=1.0),  # t=4.5, 5.5
-        ev(5.6, "fault_injected", kind="exception", step=6, fault_rank=0),
-        ev(5.8, "restart_begin", cause="exception", layer="inprocess"),
-        ev(6.0, "restart_end", layer="inprocess", gen=(0, 0, 1)),
-        ev(6.2, "restore", from_step=3, tier="persistent", gen=(0, 0, 1)),
-        *steps(4, 5, 7.2, step_s=1.0, gen=(0, 0, 1)),  # t=7.2, 8.2
-        ev(8.3, "fault_injected", kind="exception", step=6, fault_rank=0, gen=(0, 0, 1)),
-        ev(8.5, "restart_begin", cause="exception", layer="inprocess", gen=(0, 0, 1)),
-        ev(9.0, "restart_begin", cause="inprocess_exhausted", layer="ft_launcher", gen=(0, 0, 1)),  # escalation
-        ev(10.0, "start", gen=(1, 0, 0)),
-        ev(10.5, "restore", from_step=3, tier="persistent", gen=(1, 0, 0)),
-        *steps(4, 7, 11.5, step_s=1.0, gen=(1, 0, 0)),  # t=11.5 .. 14.5
-        ev(15.0, "exit", reason="done", code=0, gen=(1, 0, 0)),
-    ]
-
-
-def test_same_step_restarted_twice_with_escalation() -> None:
-    a = analyze(scenario_d())
-    # final 7; kept: 1..3 (first pass) + 4..7 (third pass) = 7 x 1.0; wall 15
-    assert a.final_step == 7
-    assert a.training_goodput == pytest.approx(7 / 15)
-    # working [0, 5.6) + [6.0, 8.3) + [10.0, 15.0) = 5.6 + 2.3 + 5.0 = 12.9
-    assert a.infrastructure_goodput == pytest.approx(12.9 / 15)
-    fa, fb = a.faults
-    # A: detect 5.8 - 5.6; first step after restore 6.2 is 7.2 -> 1.6; rollback 6 - 3; steps 4, 5 redone (2.0);
-    # lost adds 5.6 - 5.5
-    assert (fa.layer, fa.rollback_steps) == ("inprocess", 3)
-    assert fa.detection_s == pytest.approx(0.2)
-    assert fa.recovery_s == pytest.approx(1.6)
-    assert fa.rollback_s == pytest.approx(2.0)
-    assert fa.lost_work_s == pytest.approx(2.1)
-    # B: in-process tried, ft_launcher recovered; detect 8.5 - 8.3; restore 10.5 -> step at 11.5: 11.5 - 8.3 = 3.2;
-    # the latest executions of steps 4, 5 before that restore (t=7.2, 8.2) are the rolled-back work: 2.0
-    assert fb.layers_tried == ["inprocess", "ft_launcher"]
-    assert fb.layer == "ft_launcher"
-    assert fb.detection_s == pytest.approx(0.2)
-    assert fb.recovery_s == pytest.approx(3.2)
-    assert fb.rollback_s == pytest.approx(2.0)
-    assert fb.lost_work_s == pytest.approx(2.1)
-    assert a.recovery_by_layer() == {
-        "ft_launcher": {"p50": 3.2, "p95": 3.2, "max": 3.2, "n": 1},
-        "inprocess": {"p50": 1.6, "p95": 1.6, "max": 1.6, "n": 1},
-    }
-    rc = a.restart_causes()
-    assert rc["total"] == 3
-    assert rc["by_layer"] == {"ft_launcher": 1, "inprocess": 2}
-    # executed 3 + 2 + 2 + 4 = 11, kept 7
-    assert a.to_json()["steps"] == {"executed": 11, "kept": 7, "re_executed": 4, "discarded": 4}
-
-
-def test_detected_ts_of_restart_begin_is_the_detection() -> None:
-    events = scenario_a()
-    for e in events:
-        if e["event"] == "restart_begin":
-            e["detected_ts"] = 8.2 if e["rank"] == 0 else 8.3  # the earliest rank's detection wins
-    (f,) = analyze(events).faults
-    # detection = 8.2 - 8.0; recovery still runs to the first new step (10.5 - 8.0)
-    assert f.detection_s == pytest.approx(0.2)
-    assert f.recovery_s == pytest.approx(2.5)
-
-
-def test_restart_without_injected_fault_is_reported() -> None:
-    events = [
-        ev(0.0, "start"),
-        *steps(1, 3, 1.0, step_s=1.0),
-        ev(3.5, "restart_begin", cause="heartbeat_timeout", layer="ft_launcher"),
-        ev(5.0, "start", gen=(1, 0, 0)),
-        ev(5.5, "restore", from_step=2, tier="persistent", gen=(1, 0, 0)),
-        ev(6.5, "step", step=3, step_s=1.0, gen=(1, 0, 0)),
-        ev(7.0, "exit", reason="done", code=0, gen=(1, 0, 0)),
-    ]
-    (f,) = analyze(events).faults
-    # in flight: step 4 (last done 3); detection is the restart itself (0); recovery 6.5 - 3.5;
-    # rollback 4 - 2 = 2 steps, of which step 3 had been computed (1.0 s)
-    assert (f.kind, f.injected, f.step, f.layer) == ("uninjected:heartbeat_timeout", False, 4, "ft_launcher")
-    assert f.detection_s == 0.0
-    assert f.recovery_s == pytest.approx(3.0)
-    assert (f.rollback_steps, f.rollback_s) == (2, pytest.approx(1.0))
+    assert a.working_intervals == [(1005.5, 1010.0)]
+    assert a.infrastructure_goodput == pytest.approx(0.45)
 
 
 def test_unrecovered_fault() -> None:
-    events = [ev(0.0, "start"), *steps(1, 2, 1.0), ev(2.5, "fault_injected", kind="hang", step=3, fault_rank=0)]
-    a = analyze(events)
+    log = TrainerLog().start()
+    log.steps(2).inject("hang", 0, dt=0.5)  # 1002.5; the run ends there
+    a = analyze(log.sorted_events())
     (f,) = a.faults
     assert f.detection_s is None and f.recovery_s is None and f.layer is None
     assert a.recovery_by_layer() == {}
-    assert not any("no exit event" in w for w in a.warnings)  # closed by the fault, nothing left open
-    assert a.infrastructure_goodput == pytest.approx(1.0)  # [0, 2.5) of a 2.5 s run
+    assert a.infrastructure_goodput == pytest.approx(1.0)  # [1000, 1002.5) of a 2.5 s run
+    assert any("no exit event" in w for w in a.warnings)
 
 
 # --------------------------------------------------------------------------- robustness
@@ -293,12 +287,12 @@ def test_torn_and_malformed_lines(tmp_path) -> None:
     loaded = load_events(tmp_path)
     assert (loaded.torn_lines, loaded.malformed) == (2, 2)
     assert len(loaded.events) == len(good)
-    assert analyze(loaded.events).training_goodput == pytest.approx(6.4 / 14)
+    assert analyze(loaded.events).training_goodput == pytest.approx(6.4 / 14.5)
 
 
 def test_out_of_order_lines_are_sorted() -> None:
     lines = [json.dumps(e) for e in reversed(scenario_a())]
-    assert analyze(parse_event_lines(lines).events).wall_s == pytest.approx(14.0)
+    assert analyze(parse_event_lines(lines).events).wall_s == pytest.approx(14.5)
 
 
 def test_empty_log_does_not_crash() -> None:
@@ -309,18 +303,21 @@ def test_empty_log_does_not_crash() -> None:
 
 
 def test_steps_only_log() -> None:
-    a = analyze(steps(1, 3, 1.0, step_s=1.0))
-    # no start/restart_end: infrastructure goodput is unknowable
+    log = TrainerLog(step_s=1.0)
+    events = [e for e in log.steps(3).sorted_events()]  # rank 0's steps at 1001..1003, nothing else
+    a = analyze(events)
     assert a.infrastructure_goodput is None
     assert any("infrastructure goodput cannot be measured" in w for w in a.warnings)
-    # wall = 3.0 - 1.0; step 1 ends at the first event, so none of its 1.0 s lies inside the run:
-    # productive = 0 + 1.0 + 1.0 = 2.0 -> goodput 1.0 (never above 1)
+    # wall = 1003 - 1001; step 1 ends at the first event, so none of its 1.0 s lies inside the run
     assert a.productive_s == pytest.approx(2.0)
     assert a.training_goodput == pytest.approx(1.0)
 
 
 def test_step_event_without_step_number_is_ignored() -> None:
-    a = analyze([ev(0.0, "start"), ev(1.0, "step", step_s=1.0), *steps(1, 1, 2.0), ev(3.0, "exit")])
+    log = TrainerLog().start()
+    log.wait(1.0).emit(0, "step", step_s=1.0)
+    events = log.steps(1).finish().sorted_events()
+    a = analyze(events)
     assert len(a.steps) == 1
     assert any("without an integer 'step'" in w for w in a.warnings)
 

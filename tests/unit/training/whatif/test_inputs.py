@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from platform_config import config_from_dict, load_config
+from platform_config.schema import LLAMA3_NODE_MTBF_HOURS
 from training.whatif.inputs import (
     apply_mapping,
     from_config,
@@ -24,13 +26,17 @@ REPO = Path(__file__).resolve().parents[4]
 def test_the_prod_environment_sets_the_cluster() -> None:
     sc = from_config(load_config(REPO / "project.yaml", env="prod"))
     assert (sc.nodes, sc.gpus_per_node, sc.steps, sc.interval) == (8, 8, 5000, 500)  # p5.48xlarge: 8 GPUs
-    assert (sc.mode, sc.fsx_capacity_gib, sc.node_mtbf_hours) == ("inprocess-ft", 4800, None)
+    assert (sc.mode, sc.fsx_capacity_gib) == ("inprocess-ft", 4800)
+    assert sc.node_mtbf_hours == LLAMA3_NODE_MTBF_HOURS  # observability.node_mtbf_hours' default
     assert sc.layers["job"].budget == 3 and sc.layers["ft_launcher"].budget == 5  # backoff_limit, max_restarts
 
 
-def test_a_configured_job_mtbf_becomes_a_node_mtbf() -> None:
-    cfg = config_from_dict({"observability": {"mtbf_hours": 2.0}, "gpu_nodes": {"node_count": 4, "max_nodes": 4}})
-    assert from_config(cfg).node_mtbf_hours == 8.0  # the job fails every 2 h on 4 nodes: each node every 8 h
+def test_the_configured_node_mtbf_is_the_scenarios() -> None:
+    cfg = config_from_dict({"observability": {"node_mtbf_hours": 8.0}, "gpu_nodes": {"node_count": 4, "max_nodes": 4}})
+    sc = from_config(cfg)
+    assert sc.node_mtbf_hours == 8.0
+    derived = dataclasses.replace(sc, step_s=1.0).validate().to_json()["derived"]
+    assert derived["cluster_mtbf_hours"] == pytest.approx(2.0)  # 4 nodes: the job fails every 2 h
 
 
 def test_a_scenario_file(tmp_path: Path) -> None:

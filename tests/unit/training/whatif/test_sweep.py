@@ -95,7 +95,7 @@ def test_for_report_sizes_the_recommendation_for_the_configured_cluster(tmp_path
 
 
 def test_for_report_takes_a_configured_mtbf_per_node(tmp_path: Path) -> None:
-    cfg = config_from_dict({"observability": {"mtbf_hours": 0.5}, "train": {"steps": 20000}})  # 2 nodes by default
+    cfg = config_from_dict({"observability": {"node_mtbf_hours": 1.0}, "train": {"steps": 20000}})  # 2 nodes
     rec = for_report(simulated_report(tmp_path), cfg, trials=5, points=4)
     assert rec["node_mtbf_hours"] == 1.0 and rec["cluster_mtbf_hours"] == pytest.approx(0.5)
     # the run measured 3 s + 2 s in-process recoveries; ft_launcher and a new pod keep their published defaults
