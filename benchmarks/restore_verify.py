@@ -55,7 +55,7 @@ def _worker(args: argparse.Namespace) -> int:
         assert reason is None, reason
         dist.barrier()
         t0 = time.perf_counter()
-        reason = mgr._verify_together(1, path)
+        reason = mgr.storage.verify_together(mgr.pg, 1, path)
         dist.barrier()
         times["shared by all ranks"].append(time.perf_counter() - t0)
         assert reason is None, reason

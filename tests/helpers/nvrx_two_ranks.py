@@ -29,21 +29,23 @@ def main() -> None:
 
     from tests.helpers.nvrx_cpu import CpuNvrx
     from tests.helpers.training_runs import tiny_app_state, tiny_train_step
-    from training.checkpoint import manager
+    from training.checkpoint import saves
     from training.checkpoint.errors import CheckpointWriteError
+    from training.checkpoint.manager import CheckpointManager
     from training.telemetry.events import EventLog
 
-    class CountingManager(manager.CheckpointManager):
-        rounds = 0
+    rounds = [0]
+    all_ok = saves.all_ok
 
-        def _all_ok(self, ok: bool) -> bool:
-            self.rounds += 1
-            return super()._all_ok(ok)
+    def counting_all_ok(pg, ok: bool) -> bool:  # the storage saves' agreement collective, counted
+        rounds[0] += 1
+        return all_ok(pg, ok)
 
+    saves.all_ok = counting_all_ok
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    manager.PEER_WAIT_S = args.wait_s
-    mgr = CountingManager(
+    saves.PEER_WAIT_S = args.wait_s
+    mgr = CheckpointManager(
         args.run_dir / "ckpt",
         "async",
         2,
@@ -56,18 +58,19 @@ def main() -> None:
     )
     state = tiny_app_state(0)
     tiny_train_step(state)
-    while mgr._nvrx is not None and mgr._nvrx.pending():  # the writer's warm-up, as the training loop's polls do
+    nvrx = mgr.io.nvrx
+    while nvrx is not None and nvrx.pending():  # the writer's warm-up, as the training loop's polls do
         mgr.maybe_finalize()
         time.sleep(0.1)
     mgr.save(1, state)
-    mgr.rounds = 0
+    rounds[0] = 0
     t0 = time.monotonic()
     try:
         mgr.wait()
         error = ""
     except CheckpointWriteError as exc:
         error = str(exc)
-    out = {"error": error, "wait_s": time.monotonic() - t0, "rounds": mgr.rounds}
+    out = {"error": error, "wait_s": time.monotonic() - t0, "rounds": rounds[0]}
     (args.run_dir / f"wait.rank{rank}.json").write_text(json.dumps(out))
     mgr.close(collective=False)
     for child in multiprocessing.active_children():  # the writer, NVRx's write-results queue manager

@@ -147,10 +147,29 @@ class FtMonitor:
             self._send("end_section", name, retry=False)
 
     def end_all_sections(self) -> None:
-        """Close open sections (after an in-process restart interrupted them)."""
+        """Close open sections (after an in-process restart interrupted them), one by one.
+
+        Not with the client's ``end_all_sections``: NVRx 0.7.0 made it a no-op (its message names no section, and
+        the client's section filter drops messages for sections without a timeout), so the section an in-process
+        restart interrupted stayed open in the client's bookkeeping and at the rank monitor, and the next
+        ``start_section`` of it raised "Tried to open step that is already open" (2 x H200, session 6). The
+        sections still open are the client's own record of them (``timeouts_calc``, in 0.4.1 and 0.7.0).
+        """
         self._open.clear()
-        if self.client is not None:
+        if self.client is None:
+            return
+        if self._cut is not None:  # replaced first (see :meth:`_send`); a new connection has nothing open
+            with self.guard():
+                log.warning("ft_monitor: the %s exchange was cut short; reconnecting to the rank monitor", self._cut)
+                self._cut = None
+                self.reconnect()
+            return
+        calc = getattr(self.client, "timeouts_calc", None)
+        if calc is None:  # an NVRx without that record: its own CLOSE_ALL is all there is
             self._send("end_all_sections")
+            return
+        for name in list(calc.open_sections):
+            self._send("end_section", name, retry=False)
 
     def at_checkpoint(self) -> None:
         """Let NVRx compute timeouts from observed times (collective; opt-in)."""

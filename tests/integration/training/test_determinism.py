@@ -47,11 +47,13 @@ def test_faulted_run_is_bitwise_equal_to_uninterrupted(tmp_path: Path) -> None:
     assert la == lb
     # The memory tier (a snapshot every 5 steps, the default) rolls each fault back to the snapshot before it: own
     # memory after an in-process restart, /dev/shm after ft_launcher respawned the workers; never storage (step 25).
+    # Rollback: the last step completed before the fault (the fault's step - 1: each fires as its step begins) - the
+    # restored step (docs/goodput.md).
     run = analyze(load_events(tmp_path / "faulted").events)
     restored = [(f.kind, f.step, f.restored_step, f.restore_tier, f.rollback_steps) for f in run.faults if f.injected]
     assert restored == [
-        ("exception", 6, 5, "memory", 1),
-        ("sigkill", 13, 10, "shm", 3),
-        ("hang", 19, 15, "memory", 4),
-        ("comm", 26, 25, "memory", 1),
+        ("exception", 6, 5, "memory", 0),
+        ("sigkill", 13, 10, "shm", 2),
+        ("hang", 19, 15, "memory", 3),
+        ("comm", 26, 25, "memory", 0),
     ]

@@ -95,6 +95,17 @@ if __name__ == "__main__":
     mon.end_all_sections()  # what the in-process re-entry sends first
     mon.heartbeat(4)
     print("resynced", mon.client is not second, flush=True)
+
+    # A section an in-process restart interrupted: open at the rank monitor and in the client's own record, unknown
+    # to FtMonitor. The client's end_all_sections is made what NVRx 0.7.0's is: a no-op (its filter drops CLOSE_ALL).
+    third = mon.client
+    third.start_section("step")
+    third.end_all_sections = lambda: None
+    mon.end_all_sections()  # the in-process re-entry
+    with mon.section("step"):  # 0.7.0 without the fix: "Tried to open step that is already open"
+        pass
+    # on the same connection: an "already open" error would have been taken for a broken stream and reconnected
+    print("closed", mon.client is third, dict(mon.client.timeouts_calc.open_sections), flush=True)
     mon.shutdown()
     server.terminate()
 """
@@ -120,6 +131,7 @@ def test_a_broken_monitor_stream_is_reconnected_once(tmp_path: Path) -> None:
     assert "send_heartbeat failed" in proc.stderr and "reconnecting to the rank monitor" in proc.stderr
     assert "resynced True" in proc.stdout
     assert "the start_section exchange was cut short; reconnecting" in proc.stderr
+    assert "closed True {}" in proc.stdout  # the interrupted section was closed, then opened and closed again
 
 
 def test_only_connection_errors_count_as_a_broken_stream() -> None:
