@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import gc
 import os
-import signal
 import sys
 import time
 import traceback
@@ -33,7 +32,7 @@ from typing import Any
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, ProjectConfig, RecoveryMode
 from training.common.files import atomic_write_json
-from training.resilience import timeout_check
+from training.resilience import sigterm, timeout_check
 from training.resilience.exit_codes import (
     ExitCode,
     FailureLedger,
@@ -56,6 +55,7 @@ from training.resilience.inprocess import (
     wrap,
 )
 from training.resilience.restarts import previous_start_ns, restart_layer
+from training.resilience.sigterm import TERMINATED_EXIT_CODE, Terminated
 from training.telemetry.emf import EmfEmitter
 from training.telemetry.events import LAYERS, EventLog, env_int
 
@@ -296,23 +296,6 @@ def write_summary(runner: Runner, final: int, digest: str) -> dict[str, Any]:
     return summary
 
 
-#: What a shell reports for a process ended by SIGTERM; the trainer exits with it after a clean stop, so the pod's
-#: supervisor reads "stopped", never a fault of this node.
-TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
-
-
-class Terminated(BaseException):
-    """SIGTERM reached the worker: its pod is being stopped (an eviction, the Job's end) or its launcher is stopping
-    the worker group. A ``BaseException``, so NVRx's in-process Wrapper does not restart it; the trainer unwinds, and
-    its ``close`` lets this rank's in-flight checkpoint write finish (a synchronous or torch async save; an NVRx
-    writer's unfinished write is abandoned unless its commit already started) before the process exits 143."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up must not be cut short by a second SIGTERM
-    raise Terminated("SIGTERM: stopping at once, after this rank's in-flight checkpoint write")
-
-
 def _abandon_async_saves() -> None:
     """In-process fault cleanup: abandon NVRx async saves left open by the failed iteration."""
     from training.checkpoint.manager import abandon_async_saves
@@ -426,7 +409,7 @@ def setup(args: argparse.Namespace) -> Runner:
                 if old is not None:
                     print(f"[train] in-process layer: {name}={new} (was {old})", flush=True)
     runner = Runner(cfg, args, mode)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    sigterm.install()
     for f in timeout_check.check_static(cfg, inprocess=layers.inprocess, ft_launcher=layers.ft_launcher):
         if runner.rank == 0:
             print(f"[timeout-check] {f}", flush=True)

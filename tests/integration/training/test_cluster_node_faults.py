@@ -43,6 +43,24 @@ def _summary(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "summary.json").read_text())
 
 
+def _restarts_told(run_dir: Path) -> str:
+    """What a failing layer assertion needs (a CI machine keeps nothing): every restart and exit event, and the pods'
+    log lines about restarts, exits and errors."""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    keep = ("restart_begin", "restart_end", "exit", "fault_injected")
+    lines = [
+        f"{e['ts']:.2f} rank {e['rank']} {e['layer']} {e['event']} {e.get('cause', e.get('kind', ''))}"
+        for e in events
+        if e["event"] in keep
+    ]
+    marks = ("restart", "Restart", "Error", "exit", "Terminated", "timed out", "Timed out")
+    for log in sorted((run_dir / "pods").glob("*.log")):
+        lines += [
+            f"{log.stem}: {x[:300]}" for x in log.read_text(errors="replace").splitlines() if any(m in x for m in marks)
+        ]
+    return "\n".join(lines[-150:])
+
+
 def test_every_fault_is_survived_and_the_state_is_the_fault_free_one(runs):
     faulted, reference = runs["faulted"], runs["reference"]
     assert faulted.returncode == 0, faulted.stdout[-4000:] + faulted.stderr[-3000:]
@@ -51,7 +69,9 @@ def test_every_fault_is_survived_and_the_state_is_the_fault_free_one(runs):
     assert got["final_step"] == STEPS and got["world_size"] == 2
     assert got["final_state_sha256"] == want["final_state_sha256"]
     # 2 node losses and an eviction (job), the exception (in-process), the SIGKILL (ft_launcher)
-    assert got["restarts_by_layer"] == {"inprocess": 1, "ft_launcher": 1, "job": 3}
+    assert got["restarts_by_layer"] == {"inprocess": 1, "ft_launcher": 1, "job": 3}, _restarts_told(
+        runs["base"] / "faulted"
+    )
     # in-pod faults fire at their step; a node fault at the first step the cluster sees at or after its own
     kinds = sorted((f.split("@")[0], f.split("(")[1].rstrip(")")) for f in got["faults"])
     assert kinds == [("evict", "pod 1"), ("exception", "rank 1"), ("node-loss", "pod 0"), ("node-loss", "pod 1"),
@@ -97,4 +117,5 @@ def test_the_report_gives_each_lost_node_to_the_job_layer(runs):
         fault = by_kind[kind]
         assert fault.layer == "job" and fault.pod is not None
         assert fault.recovery_s is not None and fault.recovery_s > 0
-    assert by_kind["exception"].layer == "inprocess" and by_kind["sigkill"].layer == "ft_launcher"
+    layers = (by_kind["exception"].layer, by_kind["sigkill"].layer)
+    assert layers == ("inprocess", "ft_launcher"), _restarts_told(runs["base"] / "faulted")
