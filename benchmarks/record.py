@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--recovery-dir", type=Path, help="benchmarks.recovery --out")
     p.add_argument("--startup-dir", type=Path, help="benchmarks.startup --out")
     p.add_argument("--extra", type=Path, help="a JSON object of further key -> figure")
+    p.add_argument("--commit", default=None, help="the commit the benchmarks ran (default: HEAD's)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")
     args = p.parse_args(argv)
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     record = json.loads(args.out.read_text()) if args.out.is_file() else {}
     record[args.machine] = {
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "commit": _commit(),
+        "commit": args.commit or _commit(),
         "device": device,
         **figures,
     }
