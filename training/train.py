@@ -197,7 +197,8 @@ class Runner:
         """Set up and restore the trainer (timed phases), then the restart's end."""
         from training.parallel import distributed
 
-        self.events.emit("start", world_size=self.world_size, mode=self.mode.value, device=str(distributed.device()))
+        dev, mem = str(distributed.device()), distributed.device_memory_mb()
+        self.events.emit("start", world_size=self.world_size, mode=self.mode.value, device=dev, **mem)
         trainer.setup()
         self.clock.lap("model", meta=trainer.on_meta)
         resumed = trainer.restore()

@@ -23,6 +23,18 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
+def device_memory_mb() -> dict[str, float]:
+    """This process's CUDA memory, allocated and reserved by torch's caching allocator, in MiB; empty on CPU. Logged at
+    every (re-)start, so that memory a fault left behind (a killed writer's shared tensors) shows as growth."""
+    if not torch.cuda.is_available():
+        return {}
+    mib = 2**20
+    return {
+        "cuda_allocated_mb": round(torch.cuda.memory_allocated() / mib, 1),
+        "cuda_reserved_mb": round(torch.cuda.memory_reserved() / mib, 1),
+    }
+
+
 def default_backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
