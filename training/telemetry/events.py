@@ -33,7 +33,7 @@ from typing import Any
 #: Event name -> the extra fields it carries.
 EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "launch": ("launcher", "nproc", "mode"),  # the launcher started workers (job layer; starts the wall clock)
-    "start": ("world_size", "mode", "device"),  # a worker (re)entered training; on CUDA also cuda_allocated_mb/_reserved_mb
+    "start": ("world_size", "mode", "device"),  # a worker (re)entered (CUDA: + cuda_allocated_mb, _reserved_mb)
     "step": ("step", "loss", "tokens", "step_s"),  # an optimizer step completed (rank 0 only)
     "eval": ("step", "loss"),
     "ckpt_begin": ("step", "mode"),
