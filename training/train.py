@@ -462,10 +462,13 @@ def run(args: argparse.Namespace) -> int:
         msg = f"[train] rank {runner.rank}: exiting with code {out.code} ({out.cause}): {out.message}"
         print(msg, file=sys.stderr, flush=True)
         keep = frozenset(fail_job_exit_codes(unrecoverable))
-        write_exit_status(
-            args.run_dir, out.code, out.cause, out.message[:2000], runner.rank, overwrite=out.primary, keep_codes=keep,
-            final=out.final,
-        )  # fmt: skip
+        try:
+            write_exit_status(
+                args.run_dir, out.code, out.cause, out.message[:2000], runner.rank, overwrite=out.primary,
+                keep_codes=keep, final=out.final,
+            )  # fmt: skip
+        except OSError as err:  # the record is a courtesy to the supervisor; the exit code below still says it all
+            print(f"[train] rank {runner.rank}: could not record the exit status: {err}", file=sys.stderr, flush=True)
         if out.final:
             runner.monitor.request_shutdown(f"{out.cause}: {out.message[:200]}")
     _finish(runner, out)
