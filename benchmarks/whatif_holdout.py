@@ -18,7 +18,9 @@ The node count of a run is the number of distinct ``node`` fields on its ``launc
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -63,6 +65,22 @@ def startup_of(events: list[dict[str, Any]]) -> float:
     return max(0.0, start - launch) if launch is not None and start is not None else 0.0
 
 
+def memory_tier_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The memory tier as the run used it: the interval between rank 0's snapshots and their median stall (none: off).
+    Snapshots have peer copies whenever the run had another node (``training/checkpoint/memtier.py``)."""
+    snaps = [e for e in events if e["event"] == "mem_snapshot" and e.get("rank") == 0 and not e.get("error")]
+    steps = sorted({int(e["step"]) for e in snaps})
+    gaps = [b - a for a, b in itertools.pairwise(steps) if b > a]
+    if not gaps:
+        return {}
+    stalls = [float(e["stall_s"]) for e in snaps if isinstance(e.get("stall_s"), int | float)]
+    return {
+        "memory_interval": int(statistics.median(gaps)),
+        "memory_stall_s": statistics.median(stalls) if stalls else 0.0,
+        "memory_peer_copies": True,
+    }
+
+
 def schedule_of(report: dict[str, Any]) -> tuple[tuple[int, str], ...]:
     """The injected faults as (step, planner class)."""
     return tuple(
@@ -91,6 +109,10 @@ def predict(
     sc = cal.apply(base, faults=faults == "rate", report_nodes=cal_nodes)
     classes = {c.name: c for c in (PROCESS_CRASH, *sc.fault_classes, *cal.observed_classes)}  # measured ones win
     changes: dict[str, Any] = {"nodes": out_nodes, "mode": mode_of(out_events), "steps": out_report["final_step"]}
+    changes |= memory_tier_of(out_events)  # what the held-out run was set to (its snapshots' cadence)
+    # A lost node's job-layer restart, as calibrated, is the measured fault -> new step less detection: it already
+    # holds the wait for the replacement pod, which both runs share (training.local --node-replace-s).
+    changes["node_replace_s"] = 0.0
     interval = (out_report.get("advice") or {}).get("current_interval_steps")
     if interval:
         changes["interval"] = interval

@@ -38,6 +38,7 @@ KIND_CLASS = {
     "comm": "exception",
     "hang": "hang",
     "sigkill": "process_crash",
+    "node-loss": "node_loss",
 }
 #: A class the default mix does not have: the worker process dies (SIGKILL, a segfault); in-process cannot help.
 PROCESS_CRASH = FaultClass("process_crash", {"ft_launcher": 0.0, "job": 0.0})
@@ -130,8 +131,10 @@ def calibrate(report: dict[str, Any], base: Scenario) -> Calibration:
 def _layers(faults: list[dict[str, Any]], step_s: float, base: Scenario, notes: list[str]) -> dict[str, LayerParams]:
     out = dict(base.layers)
     for layer in LAYERS:
+        # the simulation adds the job's start-up after a job-layer restart: the measured recovery holds it already
+        startup = base.startup if layer == "job" else 0.0
         xs = [
-            max(0.0, f["recovery_s"] - (f.get("detection_s") or 0.0) - step_s)
+            max(0.0, f["recovery_s"] - (f.get("detection_s") or 0.0) - step_s - startup)
             for f in faults
             if f.get("layer") == layer and isinstance(f.get("recovery_s"), int | float)
         ]

@@ -86,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--step-s-by-nodes", metavar="N:S,...", help="measured step times by node count, e.g. 2:0.45,8:0.5"
     )
+    peer_help = "memory-tier snapshots also held on another node: a lost node restores from them"
+    run.add_argument("--memory-peer-copies", action="store_true", default=None, help=peer_help)
     run.add_argument("--checkpoint-mode", choices=CHECKPOINT_MODES, help="default: the recovery mode's")
     run.add_argument("--mode", choices=[m.value for m in RecoveryMode], help="recovery mode (which layers are on)")
     run.add_argument("--restore-s", metavar="P50[,P95]", help="read + verify + re-initialise, seconds")
@@ -124,6 +126,8 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[Scenario, list[str]]:
         changes["step_s_by_nodes"] = None
     if args.step_s_by_nodes:
         changes["step_s_by_nodes"] = inputs.parse_by_nodes(args.step_s_by_nodes)
+    if args.memory_peer_copies:
+        changes["memory_peer_copies"] = True
     if args.checkpoint_mode:
         changes["checkpoint_mode"] = args.checkpoint_mode
     if args.mode:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from training.whatif.budgets import RestartBudgets
-from training.whatif.params import LAYERS, Scenario
+from training.whatif.params import LAYERS, FaultClass, Scenario
 
 #: Waterfall components; the ``down_*`` ones are per recovery layer, plus a resubmitted job.
 DOWN_KEYS = (*(f"down_{layer}" for layer in LAYERS), "down_resubmit")
@@ -119,6 +119,15 @@ def _next_boundary(sc: Scenario, done: int) -> int:
 
 class _Interrupted(Exception):
     """A fault ended the current segment (already handled)."""
+
+
+def _keeps_memory(sc: Scenario, fc: FaultClass, layer: str) -> bool:
+    """Whether the memory tier's newest snapshot survives a fault recovered by ``layer``: in the process (in-process
+    restart) or in /dev/shm (ft_launcher's new workers) unless the node is gone, and on a peer's node for any single
+    pod or node lost when snapshots have peer copies; never when the job is resubmitted."""
+    if sc.memory_peer_copies and sc.nodes > 1 and layer != "resubmit":
+        return True
+    return layer in ("inprocess", "ft_launcher") and not fc.node_loss
 
 
 class _Sim:
@@ -331,8 +340,7 @@ class _Sim:
             self.t += self.budgets.replacement_wait(tf)
         down_until = self.t
         self.budgets.charge(layer, node, node_loss=fc.node_loss)
-        keeps_memory = layer in ("inprocess", "ft_launcher") and not fc.node_loss
-        if not keeps_memory:
+        if not _keeps_memory(sc, fc, layer):
             self.memory = 0
         restore_from = max(self.persist, self.memory)
         lost = (self.done - restore_from) * self.step_s + partial

@@ -200,10 +200,13 @@ class Scenario:
     restore_s: Dist | None = None  # read + verify + re-initialise; None = read_s from storage + verify_s + reinit_s
     verify_s: float = 0.0
     reinit_s: float = 0.0
-    # --- memory tier (NVRx local checkpoints): survives in-process and ft_launcher restarts, not a new pod
+    # --- memory tier: survives in-process and ft_launcher restarts; a new pod only through a peer's copy
     memory_interval: int = 0  # steps between memory-tier saves (0 = off)
     memory_stall_s: float = 0.0
     memory_restore_s: float = 0.0
+    #: Each snapshot is also held on another node (``training/checkpoint/memtier.py``): with more than one node, any
+    #: single pod or node lost restores from memory; only a resubmitted job starts from storage.
+    memory_peer_copies: bool = False
     # --- start-up: launch -> workers in the loop, at the job's start and after every pod restart
     startup_s: float = 0.0
     startup_per_node_s: float = 0.0

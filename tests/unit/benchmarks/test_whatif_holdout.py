@@ -1,5 +1,5 @@
 """The held-out check's plumbing: calibrate on a 2-node run, predict a 4-node one (both simulated here, so the
-prediction must land on the measured figure; the real runs are pending the multi-node runner, docs/whatif.md)."""
+prediction must land on the measured figure; the real runs on the local cluster are in docs/whatif.md)."""
 
 from __future__ import annotations
 
@@ -62,3 +62,17 @@ def test_a_run_without_node_records_needs_the_count(tmp_path: Path, capsys) -> N
     )
     assert main([str(tmp_path / "two"), str(tmp_path / "bare")]) == 2
     assert "--held-out-nodes: the run's launch events record no node" in capsys.readouterr().err
+
+
+def test_the_memory_tier_is_read_from_rank_0s_snapshots() -> None:
+    from benchmarks.whatif_holdout import memory_tier_of
+
+    snaps = [
+        {"event": "mem_snapshot", "rank": 0, "step": s, "stall_s": x} for s, x in ((5, 0.01), (10, 0.03), (15, 0.02))
+    ]
+    noise = [
+        {"event": "mem_snapshot", "rank": 1, "step": 7, "stall_s": 9.0},  # another rank's: not the cadence
+        {"event": "mem_snapshot", "rank": 0, "step": 16, "stall_s": 0.0, "error": "ENOSPC"},  # a failed one
+    ]
+    assert memory_tier_of(snaps + noise) == {"memory_interval": 5, "memory_stall_s": 0.02, "memory_peer_copies": True}
+    assert memory_tier_of(noise[:1]) == {}

@@ -80,3 +80,25 @@ def test_not_a_report(tmp_path: Path) -> None:
         load_report(tmp_path / "results.json")
     with pytest.raises(ScenarioError, match=r"--from-report: .* does not exist"):
         load_report(tmp_path / "nope.json")
+
+
+def test_a_lost_nodes_job_restart_leaves_out_the_start_up_the_simulation_adds() -> None:
+    """The issue-13 cluster run's report (2 pods x 2 workers, /tmp/i13/faulted): its two node losses, by hand.
+    Node loss 1: recovery 21.41, detection 6.54; node loss 2: 17.65, 16.80; step 0.0969 s; launch -> first start
+    10.32 s, which the simulation adds after every job-layer restart: 21.41 - 6.54 - 0.0969 - 10.32 = 4.4531 and
+    17.65 - 16.80 - 0.0969 - 10.32 < 0 -> 0."""
+    report = {
+        "final_step": 140, "wall_seconds": 73.0, "productive_seconds": 14.0, "advice": {},
+        "checkpoint": {"step_s_without_checkpoints": 0.0969, "mode": "async"},
+        "faults": [
+            {"kind": "node-loss", "layer": "job", "step": 41, "injected": True, "recovery_s": 21.41,
+             "detection_s": 6.54},
+            {"kind": "node-loss", "layer": "job", "step": 101, "injected": True, "recovery_s": 17.65,
+             "detection_s": 16.80},
+        ],
+    }  # fmt: skip
+    cal = calibrate(report, Scenario(startup_s=10.32))
+    restart = cal.overrides["layers"]["job"].restart
+    assert restart.p50 == pytest.approx((4.4531 + 0.0) / 2) and restart.p95 == pytest.approx(0.95 * 4.4531)
+    (loss,) = cal.observed_classes
+    assert loss.name == "node_loss" and loss.detection_s["job"] == pytest.approx((6.54 + 16.80) / 2)

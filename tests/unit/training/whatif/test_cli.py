@@ -88,3 +88,14 @@ def test_a_bad_value_in_a_scenario_file_names_the_file(tmp_path: Path, capsys) -
     (tmp_path / "s.yaml").write_text("steps: -3\nstep_s: 1\n")
     assert main(["--scenario", str(tmp_path / "s.yaml"), "--json", str(tmp_path / "w.json")]) == 2
     assert f"--scenario {tmp_path / 's.yaml'}: steps: must be a whole number >= 1" in capsys.readouterr().err
+
+
+def test_memory_peer_copies_flag_brings_a_lost_node_back_from_memory(tmp_path: Path) -> None:
+    # steps of 0.5 s, storage every 100, memory every 5, 2 nodes, a node lost at step 500 (499 done): rework is
+    # 499 - 400 = 99 steps = 49.5 s from storage, 499 - 495 = 4 steps = 2.0 s from the peer's memory copy
+    args = ["--steps", "2000", "--step-s", "0.5", "--interval", "100", "--stall-s", "1", "--write-s", "5", "--nodes",
+            "2", "--memory-interval", "5", "--faults", "node_loss@500", "--node-replace-s", "0", "--node-mtbf-hours",
+            "1e9", "--no-plot", "--sweep-points", "0", "--no-modes", "--trials", "3"]  # fmt: skip
+    for extra, rework in (([], 49.5), (["--memory-peer-copies"], 2.0)):
+        assert main([*args, *extra, "--json", str(tmp_path / "w.json")]) == 0
+        assert json.loads((tmp_path / "w.json").read_text())["waterfall_s"]["rework"] == pytest.approx(rework)

@@ -159,6 +159,16 @@ def test_the_memory_tier_serves_process_restarts_but_not_a_lost_node() -> None:
     assert t.faults[0].rolled_back_to == 10
 
 
+def test_peer_copies_serve_a_lost_node_from_memory_when_there_is_another_node() -> None:
+    # the same lost node with each snapshot also held on another node: back to 14 from the peer's copy; with one
+    # node there is no other node to hold it, so back to storage's 10
+    mem = {"memory_interval": 2, "memory_stall_s": 0.1, "memory_restore_s": 0.5, "memory_peer_copies": True}
+    loss = FaultClass("node_loss", {"job": 0.0}, node_loss=True)
+    kw = {"fault_classes": (loss,), "fault_schedule": ((15, "node_loss"),), "node_replace_s": 0.0} | mem
+    assert simulate(scheduled("inprocess", nodes=2, **kw)).faults[0].rolled_back_to == 14
+    assert simulate(scheduled("inprocess", nodes=1, **kw)).faults[0].rolled_back_to == 10
+
+
 # --------------------------------------------------------------------------------- random faults
 def stochastic(mode: str, seed: int, **kw: object) -> Scenario:
     base = dict(steps=400, step_s=0.5, interval=40, stall_s=1.0, first_stall_s=4.0, write_s=30.0, startup_s=20.0,
