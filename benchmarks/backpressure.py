@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     nproc, device = workers(None)
     # what benchmarks.checkpoint_staging's launcher reads
     args.variants, args.seq_len, args.micro_batch, args.config = ",".join(VARIANTS), None, None, None
+    args.memory_interval = 0  # the memory tier stays off: these variants measure storage saves only
     os.environ[WRITE_DELAY_ENV] = str(args.write_delay)
     failed = False
     pairs = []
