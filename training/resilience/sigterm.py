@@ -63,8 +63,14 @@ def _watch(sock: socket.socket, grace_s: float) -> None:
 
 
 def _forget_in_child() -> None:
-    """A forked child (NVRx's monitor process) must not write its own signals into this process's socket."""
+    """A forked child (NVRx's monitor daemon) must neither write its own signals into this process's socket nor keep
+    the socket pair open (a daemon holding a worker's sockets outlives it: test_monitor_daemon_sockets)."""
+    global _sockets
     signal.set_wakeup_fd(-1)
+    if _sockets is not None:
+        for sock in _sockets:
+            sock.close()
+        _sockets = None
 
 
 def install(grace_s: float = GRACE_S) -> None:

@@ -1,8 +1,8 @@
 """The training Job on a local cluster (``training.local --nodes``): lost nodes at both indexes, an eviction and
 in-pod faults in one run, which must end with the state of a fault-free run of the same size.
 
-One shared run (inprocess-ft, 2 pods x 1 worker): a node lost at index 1 (the rendezvous host's peer), an exception
-on rank 1 (in-process), a SIGKILL of rank 0's worker (ft_launcher), the node of index 0 lost (the rendezvous host
+One shared run (inprocess-ft, 2 pods x 1 worker): an exception on rank 1 (in-process), a node lost at index 1 (the
+rendezvous host's peer), a SIGKILL of rank 0's worker (ft_launcher), the node of index 0 lost (the rendezvous host
 itself) and an eviction of index 1. The reference is a single-host, fault-free run on the very data the cluster's
 dataset Job prepared: the cluster changes where the ranks run, not what they compute.
 """
@@ -23,7 +23,9 @@ pytestmark = pytest.mark.integration
 STEPS = 40
 # An eviction takes effect within about a second (its pod must stop), while tiny CPU steps take milliseconds: it
 # comes last, so that no other fault fires during its wind-down.
-FAULTS = "node-loss@5:1,exception@12:1,sigkill@19:0,node-loss@26:0,evict@33:1"
+# The exception comes first, in the settled first world: on CI it once came 0.7 s after a replaced pod had rejoined
+# and was recovered by ft_launcher instead of in-process (a slower recovery, not a wrong one; cause not found).
+FAULTS = "exception@5:1,node-loss@12:1,sigkill@19:0,node-loss@26:0,evict@33:1"
 
 
 @pytest.fixture(scope="module")
