@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +49,50 @@ def run_local(
         cmd += ["--nodes", str(nodes), "--node-replace-s", f"{node_replace_s:g}"]
     print(f"-- {run_dir.name}: {' '.join(cmd[1:])}", flush=True)
     with open(log, "w") as f:
-        try:
-            rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO, env=os.environ, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            rc = 124
+        rc = _run_group(cmd, f, timeout_s)
     if rc:
         print(f"   FAILED (exit {rc}); see {log}", flush=True)
     return rc, str(log)
+
+
+class _Terminated(BaseException):
+    """SIGTERM reached the benchmark (an outer ``timeout``): its run must not outlive it."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def _run_group(cmd: list[str], out: Any, timeout_s: float) -> int:
+    """Run ``cmd`` in a process group of its own; at the timeout, or when this process is stopped, the whole group is
+    stopped (exit 124 for the timeout). Killing only ``training.local`` left its launcher and workers running: on the
+    GPU machine they slowed the next benchmark by a third (docs/benchmarks.md, session 6)."""
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=os.environ, start_new_session=True)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_group(proc)
+        return 124
+    except BaseException:
+        stop_group(proc)
+        raise
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def stop_group(proc: subprocess.Popen[Any], grace_s: float = 10.0) -> None:
+    """SIGTERM ``proc``'s process group (``training.local`` then stops its launcher, or its pods), SIGKILL what is
+    left after ``grace_s``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def report(run_dir: Path) -> dict[str, Any]:

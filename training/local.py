@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -268,6 +269,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM (an outer timeout, a benchmark stopping its run) unwinds like Ctrl-C: the local cluster's ``finally``
+    # kills its pods, and a local launcher is killed by ``subprocess.run`` on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     return launch(parse_args(argv))
 
 
