@@ -104,10 +104,7 @@ class FtMonitor:
         replaced before the next message.
         """
         with self.guard():
-            if self._cut is not None:
-                log.warning("ft_monitor: the %s exchange was cut short; reconnecting to the rank monitor", self._cut)
-                self._cut = None
-                self.reconnect()
+            self._replace_cut_connection()
             self._cut = method
             try:
                 getattr(self.client, method)(*args)
@@ -121,6 +118,15 @@ class FtMonitor:
                     getattr(self.client, method)(*args)
             else:
                 self._cut = None
+
+    def _replace_cut_connection(self) -> bool:
+        """Replace the connection if an exchange on it was cut short (call under :attr:`guard`); True if it was."""
+        if self._cut is None:
+            return False
+        log.warning("ft_monitor: the %s exchange was cut short; reconnecting to the rank monitor", self._cut)
+        self._cut = None
+        self.reconnect()
+        return True
 
     def heartbeat(self, step: int) -> None:
         if self.client is not None:
@@ -158,12 +164,9 @@ class FtMonitor:
         self._open.clear()
         if self.client is None:
             return
-        if self._cut is not None:  # replaced first (see :meth:`_send`); a new connection has nothing open
-            with self.guard():
-                log.warning("ft_monitor: the %s exchange was cut short; reconnecting to the rank monitor", self._cut)
-                self._cut = None
-                self.reconnect()
-            return
+        with self.guard():
+            if self._replace_cut_connection():  # a new connection has nothing open
+                return
         calc = getattr(self.client, "timeouts_calc", None)
         if calc is None:  # an NVRx without that record: its own CLOSE_ALL is all there is
             self._send("end_all_sections")

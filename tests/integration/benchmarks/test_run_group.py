@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from benchmarks.common import run_local
@@ -16,16 +16,8 @@ pytestmark = pytest.mark.integration
 
 def _alive(run_dir: Path) -> list[int]:
     """Processes whose command line names ``run_dir``."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if str(run_dir) in cmdline:
-                pids.append(int(entry))
-    return pids
+    procs = psutil.process_iter(["cmdline"])
+    return [p.pid for p in procs if str(run_dir) in " ".join(p.info["cmdline"] or [])]
 
 
 def test_a_timed_out_run_leaves_no_process_behind(tmp_path: Path) -> None:
