@@ -294,6 +294,7 @@ class Trainer:
         assert self.ckpt is not None, "call setup() and restore() first"
         tc, cc = self.cfg.train, self.cfg.checkpoint
         tokens = tc.micro_batch_size * tc.seq_len * self.world_size
+        warmed = False
         try:
             for step in self._steps():
                 self.hooks.fault_point("step", step)
@@ -308,6 +309,9 @@ class Trainer:
                     lr = self.optimizer.param_groups[0]["lr"]
                     self.events.emit("step", step=step, loss=loss, tokens=tokens, lr=lr, **timing)
                 self.ckpt.maybe_finalize()
+                if not warmed:  # the optimizer state exists after the first step: its layout is the saves'
+                    self.ckpt.warm_up(self.state)
+                    warmed = True
                 if self.ckpt.memory_due(step):
                     self.ckpt.snapshot(step, self.state)
                 if step % cc.interval_steps == 0:

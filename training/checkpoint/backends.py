@@ -98,6 +98,10 @@ class Backend:
     def start(self, flight: InFlight, state_dict: dict[str, Any], pg: Any, write_done: WriteDone) -> None:
         dcp.save(state_dict, storage_writer=self.writer(flight.tmp), process_group=pg)
 
+    def warm_up(self, state_dict: dict[str, Any]) -> bool:
+        """Prepare for saves of ``state_dict``'s layout, off the training loop; whether anything was started."""
+        return False
+
     def poll(self) -> None:
         """Non-blocking progress (every step); raises a failed write's error."""
 
@@ -135,6 +139,10 @@ class Nvrx(Backend):
     def start(self, flight: InFlight, state_dict: dict[str, Any], pg: Any, write_done: WriteDone) -> None:
         assert self.nvrx is not None
         self.nvrx.schedule(state_dict, flight.tmp, lambda: write_done(flight, None), write_delay_s=self.delay_s)
+
+    def warm_up(self, state_dict: dict[str, Any]) -> bool:
+        assert self.nvrx is not None
+        return self.nvrx.warm_host_memory(state_dict)
 
     def poll(self) -> None:
         # Whatever is pending, the warm-up request included (the same on every rank): finalizing it early makes

@@ -113,6 +113,10 @@ class CheckpointManager:
         """Checkpoint ``state`` as step ``step`` to storage (see :meth:`StorageSaves.save`)."""
         self.saves.save(step, state, during_write=during_write)
 
+    def warm_up(self, state: AppState) -> None:
+        """Once per (re)start, after the first optimizer step (see :meth:`StorageSaves.warm_up`)."""
+        self.saves.warm_up(state)
+
     def maybe_finalize(self) -> None:
         """Call every step on every rank (see :meth:`StorageSaves.maybe_finalize`)."""
         self.saves.maybe_finalize()

@@ -94,10 +94,14 @@ class StorageSaves:
             err = exc
         if not all_ok(self.pg, err is None):
             raise self._fail(step, err or OSError("checkpoint directory setup failed on another rank"))
+        t_state = time.perf_counter()
         state_dict = {"app": state.state_dict()}
         self._save_bytes = _local_bytes(state_dict)
+        parts: dict[str, float] = {"state_dict_s": round(time.perf_counter() - t_state, 6)}
         try:
             self.io.start(flight, state_dict, self.pg, self._write_done)
+            if self.io.nvrx is not None:
+                parts.update(self.io.nvrx.last_timings)
         except (Exception, DcpCheckpointException) as exc:  # staging or (sync) the write failed
             err = exc
         if self.io.asynchronous:
@@ -113,9 +117,19 @@ class StorageSaves:
             if not all_ok(self.pg, flight.error is None):
                 raise flight.reported or self._fail(step, OSError("commit failed on rank 0"))
             # The loop goes on only now: a synchronous save stalls it for the write *and* the commit.
-        self._emit("ckpt_staged", step=step, stall_s=round(time.perf_counter() - t_wait, 6), backend=self.backend)
+        stall_s = round(time.perf_counter() - t_wait, 6)
+        self._emit("ckpt_staged", step=step, stall_s=stall_s, backend=self.backend, **parts)
         if self.io.asynchronous and during_write is not None:
             during_write(step)
+
+    def warm_up(self, state: AppState) -> None:
+        """Prepare the backend for saves of ``state``'s layout (NVRx: the writer pins its host buffers now, not in
+        the first save's stall). Call once per (re)start, after the first optimizer step (the optimizer state exists
+        then), at the same step on every rank."""
+        state_dict = {"app": state.state_dict()}
+        if self.io.warm_up(state_dict) and self.rank == 0:
+            mb = _local_bytes(state_dict) / 2**20
+            print(f"[checkpoint] the writer pins host memory for this rank's {mb:.0f} MiB of saves", flush=True)
 
     def _write_done(self, flight: InFlight, check: Callable[[], Any] | None = None) -> None:
         """Async write finished (``check`` re-raises its error): hash and (rank 0) commit on a thread of their own.

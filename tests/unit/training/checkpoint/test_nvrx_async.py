@@ -179,3 +179,60 @@ def test_a_full_disk_on_the_nvrx_path_names_its_cause_from_the_file_system(tmp_p
     assert "maybe_finalize raised: checkpoint at step 1 failed: RuntimeError: Worker failure: " in out
     cause = "likely cause: the file system is full (this rank's save needed 1.5 MiB)"
     assert f"{cause}; file system: 0 B free of 512 KiB at {mnt}" in out
+
+
+def test_the_writer_warm_up_sizes_are_the_device_tensors_a_save_copies_to_host() -> None:
+    """Pinned buffers are warmed for device tensors only (a CPU tensor is written as it is), by their bytes."""
+    import torch
+
+    from training.checkpoint.nvrx_async import device_tensor_bytes
+
+    state = {
+        "app": {
+            "model": {"w": torch.empty(4, 8, device="meta"), "b": torch.zeros(8)},  # float32: 128 bytes; CPU: none
+            "optim": {"state": [torch.empty(3, dtype=torch.bfloat16, device="meta"), 1.5], "step": 7},  # 6 bytes
+        }
+    }
+    assert device_tensor_bytes(state) == [128, 6]
+
+
+def test_the_writer_warm_up_is_sent_only_where_the_writer_copies_device_tensors() -> None:
+    """``cpu-shm`` staging copies in the trainer, and a state without device tensors has nothing to pin: neither
+    sends a request to the writer."""
+    import torch
+
+    from training.checkpoint.nvrx_async import NvrxAsync
+
+    sent: list[object] = []
+    nvrx = NvrxAsync.__new__(NvrxAsync)  # only the two attributes warm_host_memory reads
+    nvrx._schedule = sent.append  # type: ignore[method-assign]
+    nvrx.staging = "cpu-shm"
+    assert nvrx.warm_host_memory({"w": torch.empty(4, device="meta")}) is False
+    nvrx.staging = "cuda-ipc"
+    assert nvrx.warm_host_memory({"w": torch.zeros(4)}) is False
+    assert sent == []
+
+
+def test_the_writer_lets_go_of_the_trainers_tensors_once_they_are_copied() -> None:
+    """NVRx keeps a request until its write ends; the preload wrapper must drop what the copy read as soon as it
+    returns, so a writer killed mid-write holds none of the trainer's (CUDA IPC) tensors."""
+    import functools
+    import gc
+    import weakref
+
+    import torch
+
+    from training.checkpoint.errors import CheckpointError
+    from training.checkpoint.nvrx_async import PreloadThenRelease
+
+    shared = torch.arange(6.0)
+    alive = weakref.ref(shared)
+    preload = PreloadThenRelease(functools.partial(lambda t: t.clone() * 2, shared))
+    del shared
+    gc.collect()
+    assert alive() is not None  # the request still holds it: the copy has not run
+    copied = preload()
+    assert copied.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    assert alive() is None  # released right after the copy, while the request lives on
+    with pytest.raises(CheckpointError, match="ran twice"):
+        preload()
