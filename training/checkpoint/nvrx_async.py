@@ -56,17 +56,26 @@ class PreloadThenRelease:
     measured on 2 x H200 with the 1B model (issue 14, item 9). After the copy nothing needs them: drop them here.
     """
 
+    #: A request that took longer than this to reach the copy, or a copy longer than this, is logged by the writer.
+    SLOW_S = 1.0
+
     def __init__(self, preload: Callable[[], Any]) -> None:
         self.preload: Callable[[], Any] | None = preload
+        self.made_at = time.time()  # the trainer's clock; the writer runs on the same host
 
     def __call__(self) -> Any:
         preload, self.preload = self.preload, None
         if preload is None:
             raise CheckpointError("an NVRx preload ran twice")
+        t0 = time.time()
         try:
             return preload()
         finally:
             del preload
+            reach_s, copy_s = t0 - self.made_at, time.time() - t0
+            if max(reach_s, copy_s) > self.SLOW_S:  # the trainer waits for both (its save's handoff_s)
+                print(f"[checkpoint] NVRx writer: the request reached the copy after {reach_s:.2f} s (CUDA IPC "
+                      f"handles opened), the device-to-host copy took {copy_s:.2f} s", flush=True)  # fmt: skip
 
 
 def device_tensor_bytes(obj: Any) -> list[int]:
