@@ -38,13 +38,17 @@ def _warm_up_worker() -> None:
     """No-op run by NVRx's persistent async worker to start it ahead of the first save."""
 
 
-def _pin_host_memory(sizes: tuple[int, ...]) -> None:
-    """Run in NVRx's writer: allocate and free page-locked buffers of ``sizes`` bytes, so that torch's caching host
-    allocator holds them when the first save copies the same tensors to host (``tensor.to("cpu",
-    non_blocking=True)`` in ``preload_tensors``). On an H200 the first copy of 5.85 GB took 3.63 s with a cold
-    cache and 0.107 s warm; the allocation itself (2.5 s) then runs here, in the writer, while training goes on."""
+def _warm_writer(sizes: tuple[int, ...], tensors: tuple[torch.Tensor, ...]) -> None:
+    """Run in NVRx's writer ahead of the first save, so that its hand-over costs what later ones do.
+
+    Allocates and frees page-locked buffers of ``sizes`` bytes: torch's caching host allocator then holds them when
+    the save copies the same tensors to host (``tensor.to("cpu", non_blocking=True)`` in ``preload_tensors``). On an
+    H200 the first copy of 5.85 GB took 3.63 s with a cold cache and 0.107-0.12 s warm. ``tensors`` (the trainer's,
+    through CUDA IPC) are only received: sharing and opening their IPC handles the first time made the first save's
+    hand-over wait 2.8-3.7 s more. They are released when this returns.
+    """
     buffers = [torch.empty(n, dtype=torch.uint8, pin_memory=True) for n in sizes]
-    del buffers
+    del buffers, tensors
 
 
 class PreloadThenRelease:
@@ -78,19 +82,18 @@ class PreloadThenRelease:
                       f"handles opened), the device-to-host copy took {copy_s:.2f} s", flush=True)  # fmt: skip
 
 
-def device_tensor_bytes(obj: Any) -> list[int]:
-    """Bytes of each device (non-CPU) tensor in a state dict, DTensors by their local shard: what a save copies
-    to host."""
+def device_tensors(obj: Any) -> list[torch.Tensor]:
+    """Each device (non-CPU) tensor in a state dict, DTensors by their local shard: what a save copies to host."""
     from torch.distributed.tensor import DTensor
 
     if isinstance(obj, DTensor):
         obj = obj.to_local()
     if isinstance(obj, torch.Tensor):
-        return [] if obj.device.type == "cpu" else [obj.numel() * obj.element_size()]
+        return [] if obj.device.type == "cpu" else [obj]
     if isinstance(obj, dict):
-        return [n for v in obj.values() for n in device_tensor_bytes(v)]
+        return [t for v in obj.values() for t in device_tensors(v)]
     if isinstance(obj, list | tuple):
-        return [n for v in obj for n in device_tensor_bytes(v)]
+        return [t for v in obj for t in device_tensors(v)]
     return []
 
 
@@ -208,13 +211,14 @@ class NvrxAsync:
         self._schedule(warm_up)
 
     def warm_host_memory(self, state_dict: dict[str, Any]) -> bool:
-        """Have the writer pin host buffers for saves of ``state_dict``'s layout (its first save's copy then finds
-        them in torch's host cache). Collective in order: every rank calls it at the same point, as for any request.
-        Only for ``cuda-ipc`` staging (the writer copies device tensors); returns whether a request was sent."""
-        sizes = tuple(device_tensor_bytes(state_dict)) if self.staging.startswith("cuda-ipc") else ()
-        if not sizes:
+        """Have the writer get ready for saves of ``state_dict``'s layout (see :func:`_warm_writer`). Collective in
+        order: every rank calls it at the same point, as for any request. Only for ``cuda-ipc`` staging (the writer
+        copies device tensors); returns whether a request was sent."""
+        tensors = tuple(device_tensors(state_dict)) if self.staging.startswith("cuda-ipc") else ()
+        if not tensors:
             return False
-        self._schedule(self._core.AsyncRequest(async_fn=_pin_host_memory, async_fn_args=(sizes,), finalize_fns=[]))
+        sizes = tuple(t.numel() * t.element_size() for t in tensors)
+        self._schedule(self._core.AsyncRequest(async_fn=_warm_writer, async_fn_args=(sizes, tensors), finalize_fns=[]))
         return True
 
     def _schedule(self, request: Any) -> None:

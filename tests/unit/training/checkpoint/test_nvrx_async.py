@@ -181,11 +181,11 @@ def test_a_full_disk_on_the_nvrx_path_names_its_cause_from_the_file_system(tmp_p
     assert f"{cause}; file system: 0 B free of 512 KiB at {mnt}" in out
 
 
-def test_the_writer_warm_up_sizes_are_the_device_tensors_a_save_copies_to_host() -> None:
+def test_the_writer_warm_up_takes_the_device_tensors_a_save_copies_to_host() -> None:
     """Pinned buffers are warmed for device tensors only (a CPU tensor is written as it is), by their bytes."""
     import torch
 
-    from training.checkpoint.nvrx_async import device_tensor_bytes
+    from training.checkpoint.nvrx_async import device_tensors
 
     state = {
         "app": {
@@ -193,7 +193,7 @@ def test_the_writer_warm_up_sizes_are_the_device_tensors_a_save_copies_to_host()
             "optim": {"state": [torch.empty(3, dtype=torch.bfloat16, device="meta"), 1.5], "step": 7},  # 6 bytes
         }
     }
-    assert device_tensor_bytes(state) == [128, 6]
+    assert [t.numel() * t.element_size() for t in device_tensors(state)] == [128, 6]
 
 
 def test_the_writer_warm_up_is_sent_only_where_the_writer_copies_device_tensors() -> None:
