@@ -38,17 +38,21 @@ def _warm_up_worker() -> None:
     """No-op run by NVRx's persistent async worker to start it ahead of the first save."""
 
 
-def _warm_writer(sizes: tuple[int, ...], tensors: tuple[torch.Tensor, ...]) -> None:
+def _warm_writer(sizes: tuple[int, ...], tensors: tuple[torch.Tensor, ...], results: Any = None) -> None:
     """Run in NVRx's writer ahead of the first save, so that its hand-over costs what later ones do.
 
     Allocates and frees page-locked buffers of ``sizes`` bytes: torch's caching host allocator then holds them when
     the save copies the same tensors to host (``tensor.to("cpu", non_blocking=True)`` in ``preload_tensors``). On an
     H200 the first copy of 5.85 GB took 3.63 s with a cold cache and 0.107-0.12 s warm. ``tensors`` (the trainer's,
     through CUDA IPC) are only received: sharing and opening their IPC handles the first time made the first save's
-    hand-over wait 2.8-3.7 s more. They are released when this returns.
+    hand-over wait 2.8-3.7 s more. They are released when this returns. ``results`` (NVRx's write-results queue,
+    a proxy of a manager process) and the import of NVRx's writer module are what else a first save's unpickling
+    meets for the first time.
     """
+    import nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async  # noqa: F401
+
     buffers = [torch.empty(n, dtype=torch.uint8, pin_memory=True) for n in sizes]
-    del buffers, tensors
+    del buffers, tensors, results
 
 
 class PreloadThenRelease:
@@ -217,8 +221,13 @@ class NvrxAsync:
         tensors = tuple(device_tensors(state_dict)) if self.staging.startswith("cuda-ipc") else ()
         if not tensors:
             return False
+        from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
+
         sizes = tuple(t.numel() * t.element_size() for t in tensors)
-        self._schedule(self._core.AsyncRequest(async_fn=_warm_writer, async_fn_args=(sizes, tensors), finalize_fns=[]))
+        # The queue each save's write results come back through: its manager process starts now, not in a save.
+        results = getattr(filesystem_async, "get_write_results_queue", filesystem_async._get_write_results_queue)()
+        args = (sizes, tensors, results)
+        self._schedule(self._core.AsyncRequest(async_fn=_warm_writer, async_fn_args=args, finalize_fns=[]))
         return True
 
     def _schedule(self, request: Any) -> None:
