@@ -56,6 +56,11 @@ def join_jobs(timeout_s: float) -> bool:
     return not _JOBS
 
 
+def holds_snapshot(root: Path) -> bool:
+    """Whether this host's memory tier of checkpoint root ``root`` holds a valid snapshot (own or a peer's copy)."""
+    return any(slot.read_meta() is not None for slot in slots(scope_dir(root)))
+
+
 class MemoryTier:
     """One rank's memory tier for a checkpoint root. Collective: construct, :meth:`snapshot` and :meth:`restore` on
     every rank at the same steps."""

@@ -57,3 +57,7 @@ def test_faulted_run_is_bitwise_equal_to_uninterrupted(tmp_path: Path) -> None:
         ("hang", 19, 15, "memory", 3),
         ("comm", 26, 25, "memory", 0),
     ]
+    # Each restart had a snapshot to restore, so it built its model on the meta device and initialised nothing (the
+    # first fault came before any storage checkpoint); only the first start initialised weights.
+    builds = [e["meta"] for e in read_events(tmp_path / "faulted") if e["event"] == "phase" and e["phase"] == "model"]
+    assert builds[:2] == [False, False] and builds[2:] == [True] * 8, builds

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers.training_runs import REPO_ROOT, single_process_group, tiny_app_state, tiny_train_step, torchrun
 from training.checkpoint import hostbuf
 from training.checkpoint.hostbuf import Slot
-from training.checkpoint.memtier import MemoryTier
+from training.checkpoint.memtier import MemoryTier, holds_snapshot
 from training.checkpoint.state import state_digest
 from training.telemetry.events import EventLog, read_events
 
@@ -50,6 +50,19 @@ def test_two_slots_alternate_and_the_newest_snapshot_is_restored_from_own_memory
     assert tiny_train_step(fresh) == tiny_train_step(state)  # and it continues exactly like the original
     snaps = [e["step"] for e in read_events(tmp_path) if e["event"] == "mem_snapshot"]
     assert snaps == [5, 10, 15]
+
+
+def test_a_restart_knows_before_building_its_model_whether_memory_holds_a_snapshot(tier, tmp_path: Path) -> None:
+    """The trainer builds its model on the meta device when a snapshot will fill it: none before the first snapshot,
+    one after it, none for another checkpoint root, and none once a slot's meta no longer verifies."""
+    root = tmp_path / "ckpt"
+    assert holds_snapshot(root) is False
+    _train_and_snapshot(tier, tiny_app_state(0), [5])
+    assert holds_snapshot(root) is True
+    assert holds_snapshot(tmp_path / "other-run") is False
+    meta = Slot(tier.dir, 0, 0).meta_path
+    meta.write_bytes(meta.read_bytes()[:-1] + b"?")
+    assert holds_snapshot(root) is False
 
 
 def test_a_snapshot_that_fails_its_checksum_is_never_loaded(tier) -> None:
