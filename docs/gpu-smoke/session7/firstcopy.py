@@ -1,0 +1,22 @@
+"""Is the first NVRx save's stall the pinned host allocation? Time D2H of ~300 tensors (5.85 GB) in a fresh process."""
+import sys, time, torch
+mode = sys.argv[1]
+torch.cuda.init(); torch.empty(1, device="cuda")
+sizes = []
+# 1B-like shard layout per rank: 300 tensors, mix of big and small (sum ~5.85 GB of fp32)
+big = 5.85e9 / 4 / 200
+sizes = [int(big)] * 200 + [4096] * 100
+ts = [torch.randn(n, device="cuda") for n in sizes]
+torch.cuda.synchronize()
+if mode == "prewarm":
+    t = time.perf_counter()
+    bufs = [torch.empty(n * 4, dtype=torch.uint8, pin_memory=True) for n in sizes]
+    del bufs
+    print(f"prewarm pinned alloc {time.perf_counter()-t:.3f} s", flush=True)
+for i in range(3):
+    t = time.perf_counter()
+    out = [x.to("cpu", non_blocking=True) for x in ts]
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t
+    print(f"{mode} copy {i}: {dt:.3f} s  {sum(o.numel()*4 for o in out)/dt/1e9:.1f} GB/s pinned={out[0].is_pinned()}", flush=True)
+    del out
