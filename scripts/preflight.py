@@ -6,7 +6,8 @@ With AWS credentials (``aws sts get-caller-identity`` works), before or after de
 
 * every pinned EKS add-on version exists for ``cluster.kubernetes_version`` (``aws eks describe-addon-versions``);
 * the capacity reservation of an ODCR or Capacity Block is the configured instance type in
-  ``aws.availability_zone`` and, for a Capacity Block, has the configured start and end.
+  ``aws.availability_zone``, holds ``node_count + spare_nodes`` instances and, for a Capacity Block, has the
+  configured start and end.
 
 With a reachable cluster (kubectl and a kubeconfig, ``aws eks update-kubeconfig ...``):
 
@@ -276,7 +277,8 @@ def _version_key(v: str) -> tuple[int, ...]:
 
 
 def capacity_reservation_check(described: dict, cfg: ProjectConfig) -> list[Result]:
-    """The reservation (``describe-capacity-reservations``) matches the instance type, AZ and Capacity Block window."""
+    """The reservation (``describe-capacity-reservations``) matches the instance type, AZ and Capacity Block window,
+    and holds the group's every node (``node_count + spare_nodes``: the launch template targets it alone)."""
     cap = cfg.gpu_nodes.capacity
     name = f"reservation:{cap.reservation_id}"
     found = [r for r in described.get("CapacityReservations", []) if r["CapacityReservationId"] == cap.reservation_id]
@@ -288,8 +290,12 @@ def capacity_reservation_check(described: dict, cfg: ProjectConfig) -> list[Resu
         problems.append(f"instance type {r['InstanceType']} (config {cfg.gpu_nodes.instance_type})")
     if r["AvailabilityZone"] != cfg.aws.availability_zone:
         problems.append(f"AZ {r['AvailabilityZone']} (config aws.availability_zone {cfg.aws.availability_zone})")
-    if int(r.get("TotalInstanceCount", 0)) < cfg.gpu_nodes.node_count:
-        problems.append(f"{r.get('TotalInstanceCount')} instances < node_count {cfg.gpu_nodes.node_count}")
+    nodes = cfg.gpu_nodes
+    if int(r.get("TotalInstanceCount", 0)) < nodes.group_size:
+        problems.append(
+            f"{r.get('TotalInstanceCount')} instances < {nodes.group_size} "
+            f"(node_count {nodes.node_count} + spare_nodes {nodes.spare_nodes})"
+        )
     if cap.type is CapacityType.CAPACITY_BLOCK:
         for key, want in (("StartDate", cap.start), ("EndDate", cap.end)):
             got = datetime.fromisoformat(str(r.get(key, "")).replace("Z", "+00:00")) if r.get(key) else None

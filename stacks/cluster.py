@@ -37,7 +37,7 @@ class EksClusterProps:
 
 
 def kubernetes_version(cfg: ProjectConfig) -> eks.KubernetesVersion:
-    """``cluster.kubernetes_version`` as a CDK version (the config validator already enforces 1.28 .. 1.36)."""
+    """``cluster.kubernetes_version`` as a CDK version (the config accepts only ``SUPPORTED_KUBERNETES_MINORS``)."""
     return eks.KubernetesVersion.of(cfg.cluster.kubernetes_version)
 
 

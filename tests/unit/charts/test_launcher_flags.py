@@ -2,11 +2,51 @@
 
 from __future__ import annotations
 
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+
+from charts.image import IMAGE_ENV_VAR
 from charts.launch_command import launch_argv, launcher_args
 from charts.launcher_flags import FLAGS_FILE, collect_flags, flags_of, main, mode_flags, project_configs, render
+from charts.main import build_app
 from charts.topology import Topology
 from platform_config import RecoveryMode
-from tests.unit.charts.conftest import make_cfg
+from tests.unit.charts.conftest import IMAGE, make_cfg
+
+#: The supervisor's launcher line: ``  ft_launcher --nnodes ... --no-python bash -c '<worker>' trainer ... &``.
+_LAUNCHER_LINE = re.compile(r"^[ \t]*(ft_launcher|torchrun) ", re.MULTILINE)
+
+
+def manifest_launcher_flags(dist: Path) -> dict[str, set[str]]:
+    """launcher -> the ``--`` options it is started with, read back from the training Jobs' container scripts in
+    ``dist`` (shell-parsed, independently of :func:`charts.launcher_flags.mode_flags`): every token before the worker
+    program ``bash`` of the one launcher line of each script."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(dist.glob("train-*.k8s.yaml")):
+        (job,) = [d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "Job"]
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        shell, option, script = container["command"]
+        assert (shell, option) == ("bash", "-c"), path.name
+        (line,) = list(_LAUNCHER_LINE.finditer(script))
+        lexer = shlex.shlex(script[line.start() :], posix=True)
+        lexer.whitespace_split = True
+        tokens = list(iter(lexer.get_token, "&"))
+        launcher, *args = tokens[: tokens.index("bash")]
+        found.setdefault(launcher, set()).update(a for a in args if a.startswith("--"))
+    return found
+
+
+def committed_flags() -> dict[str, set[str]]:
+    """``image/launcher-flags.txt`` as launcher -> flags (what the image build and preflight check)."""
+    out: dict[str, set[str]] = {}
+    for line in FLAGS_FILE.read_text().splitlines():
+        if line and not line.startswith("#"):
+            launcher, flag = line.split()
+            out.setdefault(launcher, set()).add(flag)
+    return out
 
 
 def test_committed_file_is_up_to_date() -> None:
@@ -46,3 +86,27 @@ def test_check_mode_reports_a_stale_file(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setattr("charts.launcher_flags.FLAGS_FILE", stale)
     assert main(["--check"]) == 1
     assert "is out of date" in capsys.readouterr().err
+
+
+def test_committed_file_equals_the_flags_in_the_synthesized_manifests(tmp_path) -> None:
+    """What the training Jobs of every environment really start their launchers with is exactly the committed list:
+    a flag added to the charts outside launch_argv, or a stale file, fails here."""
+    in_manifests: dict[str, set[str]] = {}
+    for index, cfg in enumerate(project_configs()):
+        out = tmp_path / str(index)
+        build_app(cfg, str(out), environ={IMAGE_ENV_VAR: IMAGE}).synth()
+        assert len(list(out.glob("train-*.k8s.yaml"))) == len(RecoveryMode)
+        for launcher, flags in manifest_launcher_flags(out).items():
+            in_manifests.setdefault(launcher, set()).update(flags)
+    assert in_manifests == committed_flags()
+    assert {"--ft-no-restart-exit-code", "--ft-rank-section-timeouts", "--no-python"} <= in_manifests["ft_launcher"]
+    assert in_manifests["torchrun"] == {
+        "--max-restarts",
+        "--nnodes",
+        "--no-python",
+        "--nproc-per-node",
+        "--rdzv-backend",
+        "--rdzv-conf",
+        "--rdzv-endpoint",
+        "--rdzv-id",
+    }

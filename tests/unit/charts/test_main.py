@@ -11,7 +11,8 @@ import yaml
 
 from charts.image import IMAGE_ENV_VAR, IMAGE_PLACEHOLDER
 from charts.main import CONFIG_CHART, DATASET_CHART, SERVICE_CHART, build_app, manifest_file, training_chart_id
-from platform_config import RecoveryMode, load_config
+from platform_config import RecoveryMode, config_from_dict, load_config
+from platform_config.versions import SUPPORTED_KUBERNETES_MINORS
 from scripts.validate_k8s import validate_manifests
 
 GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden" / "charts"
@@ -41,6 +42,17 @@ def test_one_file_per_chart_named_after_the_variant(dists):
 @pytest.mark.parametrize("env", ["default", "prod"])
 def test_every_manifest_passes_strict_schema_validation(dists, env):
     assert validate_manifests(dists[env], load_config(env=env).cluster.kubernetes_version) == []
+
+
+@pytest.mark.parametrize("minor", SUPPORTED_KUBERNETES_MINORS)
+def test_every_accepted_kubernetes_version_gets_manifests_valid_for_it(tmp_path, minor):
+    """The charts of every minor the configuration accepts pass that minor's strict schemas (what ``make synth`` and
+    ``make submit`` check), e.g. the training Job's ``backoffLimitPerIndex`` and ``podReplacementPolicy``."""
+    cfg = config_from_dict({"cluster": {"kubernetes_version": f"1.{minor}"}})
+    out = tmp_path / "dist"
+    build_app(cfg, str(out), environ={IMAGE_ENV_VAR: GOLDEN_IMAGE}).synth()
+    assert sorted(p.name for p in out.iterdir()) == EXPECTED
+    assert validate_manifests(out, f"1.{minor}") == []
 
 
 @pytest.mark.parametrize("env", ["default", "prod"])

@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from platform_config import load_config
+
 CHECKS_PATH = Path(__file__).resolve().parents[3] / "image" / "checks.py"
 FLAGS_FILE = CHECKS_PATH.parent / "launcher-flags.txt"
+#: ``ft_launcher --help`` of NVRx 0.7.0, as the argument parser of the 0.7.0 wheel prints it (80 columns).
+NVRX_070_HELP = CHECKS_PATH.parents[1] / "docs" / "reference" / "ft_launcher-0.7.0-help.txt"
 spec = importlib.util.spec_from_file_location("image_checks", CHECKS_PATH)
 checks = importlib.util.module_from_spec(spec)
 sys.modules["image_checks"] = checks
@@ -35,6 +39,19 @@ def test_the_installed_nvrx_041_ft_launcher_lacks_the_070_flag() -> None:
     (result,) = checks.launcher_flag_checks({"ft_launcher": flags}, checks.help_text)
     assert not result.ok
     assert result.detail == "ft_launcher --help lacks --ft-no-restart-exit-code"
+
+
+def test_nvrx_070_ft_launcher_accepts_every_generated_flag() -> None:
+    """The image's NVRx release declares every flag the charts pass to ft_launcher, --ft-no-restart-exit-code
+    included (added after the 0.4 line): the build-time check passes and no pod exits 2 on an unknown flag."""
+    assert load_config().image.nvrx_version == "0.7.0"  # the release whose help is recorded
+    text = NVRX_070_HELP.read_text()
+    assert text.startswith("usage: ft_launcher [-h] [--nnodes NNODES]")
+    flags = checks.read_flags(FLAGS_FILE)["ft_launcher"]
+    (result,) = checks.launcher_flag_checks({"ft_launcher": flags}, lambda launcher: text)
+    assert result == checks.Result("flags:ft_launcher", True, "14 flags accepted")
+    assert checks.flag_in_help("--ft-no-restart-exit-code", text)
+    assert not checks.flag_in_help("--ft-no-such-flag", text)
 
 
 def test_flag_declarations_not_mentions() -> None:

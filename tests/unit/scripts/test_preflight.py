@@ -197,12 +197,22 @@ def test_capacity_block_mismatches_are_named() -> None:
     (result,) = capacity_reservation_check(described, cfg)
     assert result.status == "FAIL"
     assert result.detail == (
-        "AZ us-west-2a (config aws.availability_zone us-west-2b); 4 instances < node_count 8; "
+        "AZ us-west-2a (config aws.availability_zone us-west-2b); 4 instances < 8 (node_count 8 + spare_nodes 0); "
         "EndDate 2027-01-17T11:30:00+00:00 (config 2027-01-18T11:30:00+00:00)"
     )
     assert (
         capacity_reservation_check({"CapacityReservations": []}, cfg)[0].detail
         == "not found in this account and region"
+    )
+
+
+def test_reservation_must_hold_the_spare_nodes_too() -> None:
+    """The launch template targets the reservation alone: a spare node beyond it could never launch."""
+    prod = load_config(env="prod")
+    cfg = prod.model_copy(update={"gpu_nodes": prod.gpu_nodes.model_copy(update={"spare_nodes": 1, "max_nodes": 9})})
+    (result,) = capacity_reservation_check(load("describe-capacity-reservations.json"), cfg)
+    assert result == Result(
+        "reservation:cr-0123456789abcdef0", "FAIL", "8 instances < 9 (node_count 8 + spare_nodes 1)"
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -9,10 +10,12 @@ import aws_cdk as cdk
 import pytest
 import yaml
 
-from platform_config import ConfigError
+from platform_config import ConfigError, config_from_dict
 from platform_config.loader import DEFAULT_CONFIG_PATH
+from platform_config.versions import SUPPORTED_KUBERNETES_MINORS
+from scripts.validate_cfn import validate_cdk_out
 from stacks.platform_app import build_platform, cdk_json_context, config_for, environment_name, planning_time
-from tests.unit.stacks.conftest import Synthesized, new_app
+from tests.unit.stacks.conftest import Synthesized, new_app, only
 
 
 def test_four_stacks_named_after_the_cluster(any_env: Synthesized) -> None:
@@ -114,3 +117,29 @@ def test_every_addon_and_chart_in_every_template_is_pinned(any_env: Synthesized)
     assert addons == any_env.cfg.cluster.addon_versions
     assert set(charts) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "aws-node-termination-handler"}
     assert set(charts.values()) == pinned_charts
+
+
+@pytest.mark.parametrize("minor", SUPPORTED_KUBERNETES_MINORS)
+def test_every_accepted_kubernetes_version_synthesizes_the_whole_platform(tmp_path: Path, minor: int) -> None:
+    """All four stacks of every minor the configuration accepts synthesize (cdk-nag runs inside synth and fails it
+    on a finding) and pass cfn-lint: the control plane, kube-proxy, the GPU AMI and the namespace's Pod Security
+    labels all follow the minor."""
+    cfg = config_from_dict({"cluster": {"kubernetes_version": f"1.{minor}"}})
+    app = new_app(tmp_path)
+    platform = build_platform(app, cfg)
+    assembly = app.synth()
+    cluster = assembly.get_stack_by_name(platform.cluster.stack_name).template
+    assert only(cluster, "AWS::EKS::Cluster")["Properties"]["Version"] == f"1.{minor}"
+    addons = {r["Properties"]["AddonName"]: r["Properties"]["AddonVersion"]
+              for r in cluster["Resources"].values() if r["Type"] == "AWS::EKS::Addon"}  # fmt: skip
+    assert addons["kube-proxy"].startswith(f"v1.{minor}.")
+    gpu = assembly.get_stack_by_name(platform.gpu.stack_name).template
+    ami = [
+        p["Default"]
+        for p in gpu["Parameters"].values()
+        if p["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
+    ]
+    assert ami == [f"/aws/service/eks/optimized-ami/1.{minor}/amazon-linux-2023/x86_64/nvidia/recommended/image_id"]
+    storage = json.dumps(assembly.get_stack_by_name(platform.storage.stack_name).template)
+    assert f'\\"pod-security.kubernetes.io/enforce-version\\":\\"v1.{minor}\\"' in storage
+    assert validate_cdk_out(tmp_path) == []
