@@ -1,9 +1,18 @@
-"""Is the first NVRx save's stall the pinned host allocation? Time D2H of ~300 tensors (5.85 GB) in a fresh process."""
-import sys, time, torch
+"""Is the first NVRx save's stall the pinned host allocation? Time D2H of ~300 tensors (5.85 GB) in a fresh process.
+
+GPU call 6 of session 7 ran this as ``python3 .gpu/firstcopy.py cold`` and ``... prewarm`` (reformatted for ruff
+since; the logic is unchanged).
+"""
+
+import sys
+import time
+
+import torch
+
 mode = sys.argv[1]
-torch.cuda.init(); torch.empty(1, device="cuda")
-sizes = []
-# 1B-like shard layout per rank: 300 tensors, mix of big and small (sum ~5.85 GB of fp32)
+torch.cuda.init()
+torch.empty(1, device="cuda")
+# 1B-like shard layout per rank: 300 tensors, 200 big and 100 small (about 5.85 GB of fp32 in all).
 big = 5.85e9 / 4 / 200
 sizes = [int(big)] * 200 + [4096] * 100
 ts = [torch.randn(n, device="cuda") for n in sizes]
@@ -12,11 +21,12 @@ if mode == "prewarm":
     t = time.perf_counter()
     bufs = [torch.empty(n * 4, dtype=torch.uint8, pin_memory=True) for n in sizes]
     del bufs
-    print(f"prewarm pinned alloc {time.perf_counter()-t:.3f} s", flush=True)
+    print(f"prewarm pinned alloc {time.perf_counter() - t:.3f} s", flush=True)
 for i in range(3):
     t = time.perf_counter()
     out = [x.to("cpu", non_blocking=True) for x in ts]
     torch.cuda.synchronize()
     dt = time.perf_counter() - t
-    print(f"{mode} copy {i}: {dt:.3f} s  {sum(o.numel()*4 for o in out)/dt/1e9:.1f} GB/s pinned={out[0].is_pinned()}", flush=True)
+    gbps = sum(o.numel() * 4 for o in out) / dt / 1e9
+    print(f"{mode} copy {i}: {dt:.3f} s  {gbps:.1f} GB/s pinned={out[0].is_pinned()}", flush=True)
     del out
