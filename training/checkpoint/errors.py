@@ -24,8 +24,13 @@ class MarkerReadError(CheckpointReadError):
     """A commit marker exists but could not be read, even after retries."""
 
 
-class NoUsableCheckpointError(CheckpointError):
-    """Checkpoints exist but none is loadable: refusing to restart silently from step 0."""
+class NoUsableCheckpointError(BaseException):
+    """Checkpoints exist but none is loadable: refusing to restart silently from step 0.
+
+    A ``BaseException``, like :class:`CheckpointRootMissingError`: no restart makes a checkpoint usable, so no layer
+    retries it (as an ``Exception`` the in-process layer restarted until its budget ran out, and the worker ended
+    with the generic unrecoverable code 42 instead of ``NO_USABLE_CHECKPOINT``, 20).
+    """
 
 
 class CheckpointRootMissingError(BaseException):

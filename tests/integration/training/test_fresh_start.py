@@ -17,8 +17,8 @@ from training.telemetry.events import read_events
 pytestmark = pytest.mark.integration
 
 
-def _launch(run_dir: Path, config: Path, *extra: str) -> None:
-    args = ["training.train", "--config", config, "--run-dir", run_dir, "--mode", "sync-ckpt", "--steps", "5"]
+def _launch(run_dir: Path, config: Path, *extra: str, mode: str = "sync-ckpt") -> None:
+    args = ["training.train", "--config", config, "--run-dir", run_dir, "--mode", mode, "--steps", "5"]
     torchrun([*args, "--short-timeouts", *extra], module=True, check=False, timeout_s=240)
 
 
@@ -41,7 +41,11 @@ def test_fresh_holds_for_the_first_launch_only(tmp_path: Path) -> None:
     assert _steps(run_dir) == [1, 2, 3, 4, 5] * 2
     assert json.loads((run_dir / "fresh_start.json").read_text())["resumed_step"] == 0
     _damage(run_dir)
-    _launch(run_dir, config, "--fresh")  # the same command again (a pod restart): no silent step 0
+    # The same command again (a pod restart), now with the in-process layer on: no silent step 0, and no in-process
+    # restart either (no restart can make a checkpoint usable): the worker ends at once with the Job-failing code.
+    _launch(run_dir, config, "--fresh", mode="inprocess")
     assert _steps(run_dir) == [1, 2, 3, 4, 5] * 2
     status = json.loads((run_dir / EXIT_STATUS_FILE).read_text())
     assert (status["code"], status["cause"]) == (int(ExitCode.NO_USABLE_CHECKPOINT), "no_usable_checkpoint")
+    restarts = [e for e in read_events(run_dir) if e["event"] == "restart_begin"]  # the first two launches had none
+    assert restarts == [], restarts
