@@ -51,7 +51,7 @@ submit: setup
 	@scripts/submit.sh $(ENV) $(MODE)
 
 # The training image without Docker: is every locked wheel downloadable for its platform (CPython 3.12, glibc 2.39)?
-# Needs https://pypi.org and ~4 GB of downloads into a temporary directory; not part of `make test`.
+# Needs https://pypi.org and ~2.6 GB of downloads into a temporary directory (73 wheels); not part of `make test`.
 check-image: setup
 	PIP_CONFIG_FILE=/dev/null python -m scripts.check_image --env $(ENV)
 

@@ -131,7 +131,9 @@ def launcher_args(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology, *,
         _seconds(ft.rank_out_of_section_timeout_s),
     ]
     if _version(cfg.image.nvrx_version) >= _NO_RESTART_FLAG_SINCE:
-        # NVRx's own "do not restart" verdicts (no progress across restarts) exit with our unrecoverable code.
+        # Which code NVRx's own "do not restart" verdict would exit with: our unrecoverable code. Inert as configured:
+        # that verdict comes from NVRx's progress tracker, which is active only with --ft-checkpoint-iteration-file
+        # (not passed), so today the flag only keeps the code consistent should the tracker be switched on.
         args += ["--ft-no-restart-exit-code", str(ft.unrecoverable_exit_code)]
     return args
 
