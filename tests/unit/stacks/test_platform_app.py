@@ -122,8 +122,9 @@ def test_every_addon_and_chart_in_every_template_is_pinned(any_env: Synthesized)
 @pytest.mark.parametrize("minor", SUPPORTED_KUBERNETES_MINORS)
 def test_every_accepted_kubernetes_version_synthesizes_the_whole_platform(tmp_path: Path, minor: int) -> None:
     """All four stacks of every minor the configuration accepts synthesize (cdk-nag runs inside synth and fails it
-    on a finding) and pass cfn-lint: the control plane, kube-proxy, the GPU AMI and the namespace's Pod Security
-    labels all follow the minor."""
+    on a finding): the control plane, kube-proxy, the GPU AMI and the namespace's Pod Security
+    labels all follow the minor. cfn-lint runs on the newest and the oldest minor only: between minors the templates
+    differ in version strings, which it does not check (2-3 s a minor, 7-16 s on the loaded test machine)."""
     cfg = config_from_dict({"cluster": {"kubernetes_version": f"1.{minor}"}})
     app = new_app(tmp_path)
     platform = build_platform(app, cfg)
@@ -142,4 +143,5 @@ def test_every_accepted_kubernetes_version_synthesizes_the_whole_platform(tmp_pa
     assert ami == [f"/aws/service/eks/optimized-ami/1.{minor}/amazon-linux-2023/x86_64/nvidia/recommended/image_id"]
     storage = json.dumps(assembly.get_stack_by_name(platform.storage.stack_name).template)
     assert f'\\"pod-security.kubernetes.io/enforce-version\\":\\"v1.{minor}\\"' in storage
-    assert validate_cdk_out(tmp_path) == []
+    if minor in (min(SUPPORTED_KUBERNETES_MINORS), max(SUPPORTED_KUBERNETES_MINORS)):
+        assert validate_cdk_out(tmp_path) == []
