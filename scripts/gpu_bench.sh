@@ -2,12 +2,13 @@
 # GPU benchmarks (CUDA machine with NVRx 0.7.0): recovery time per layer, checkpoint efficiency (1B model, an
 # interval long enough for the write to finish before the next save: 125 steps for `ckpt`, issue 16's 300 for
 # `ckpt300`), the stall of each NVRx staging mode, hang detection at 1 and 2 GPUs (and the NVRx monitor
-# reproduction), and the start-up phases (launch -> first step). Every benchmark uses one worker per GPU.
-#   scripts/gpu_bench.sh OUT_DIR [recovery|ckpt|ckpt300|staging|hang|startup|all]
+# reproduction), the start-up phases (launch -> first step), and the trainer's GPU memory across in-process restarts
+# with a busy checkpoint writer (`restarts`). Every benchmark uses one worker per GPU.
+#   scripts/gpu_bench.sh OUT_DIR [recovery|ckpt|ckpt300|staging|hang|startup|restarts|all]
 # Then OUT_DIR/benchmarks.json is docs/benchmarks.json with this machine's entry (key $BENCH_MACHINE, default
 # h200xN) updated from what ran (benchmarks/record.py): copy it over docs/benchmarks.json.
 set -uo pipefail
-out="${1:?usage: gpu_bench.sh OUT_DIR [recovery|ckpt|ckpt300|staging|hang|startup|all]}"; what="${2:-all}"
+out="${1:?usage: gpu_bench.sh OUT_DIR [recovery|ckpt|ckpt300|staging|hang|startup|restarts|all]}"; what="${2:-all}"
 mkdir -p "$out"
 ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
@@ -41,6 +42,10 @@ fi
 if [[ "$what" == startup || "$what" == all ]]; then
   python3 -m benchmarks.startup --repeats 3 --out /tmp/bench-startup 2>&1 | tee "$out/startup.txt" || rc=1
   cp /tmp/bench-startup/results.json "$out/startup.json" 2>/dev/null
+fi
+if [[ "$what" == restarts || "$what" == all ]]; then
+  python3 -m benchmarks.restart_memory --out /tmp/bench-restart-memory 2>&1 | tee "$out/restart_memory.txt" || rc=1
+  cp /tmp/bench-restart-memory/results.json "$out/restart_memory.json" 2>/dev/null
 fi
 record=(--machine "${BENCH_MACHINE:-h200x$ngpu}" --out "$out/benchmarks.json")
 [[ -f /tmp/bench-ckpt300/results.json ]] && record+=(--ckpt-dir /tmp/bench-ckpt300)
