@@ -20,7 +20,11 @@ from typing import Any
 
 from benchmarks.common import fmt, report, run_local, workers
 
-INTERRUPTION = re.compile(r"RankShouldRestart\('Interruption\.([A-Z_]+) on ranks=\{([0-9, ]*)\}'\)")
+#: NVRx 0.4.1 writes ``Interruption.SOFT_TIMEOUT on ranks={0, 1}``,
+#: 0.7.0 ``Interruption.EXCEPTION affecting ranks {0}``.
+INTERRUPTION = re.compile(
+    r"RankShouldRestart\('Interruption\.([A-Z_]+) (?:on ranks=|affecting ranks )\{([0-9, ]*)\}'\)"
+)
 
 
 def interruption(run_dir: Path) -> str:
