@@ -30,7 +30,7 @@ from training.checkpoint.state import AppState, state_digest
 from training.data.dataset import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
 from training.model.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config, tokenizer_mismatch
 from training.model.llama import ModelArgs, build_model, flops_per_token
-from training.parallel.distributed import apply_fsdp, checkpoint_timeout_s, device, set_determinism
+from training.parallel.distributed import any_rank, apply_fsdp, checkpoint_timeout_s, device, set_determinism
 from training.telemetry.events import EventLog
 from training.telemetry.metrics import StepTimer, peak_flops_per_device
 
@@ -171,7 +171,7 @@ class Trainer:
             # With a checkpoint or a memory-tier snapshot on any rank, the restore fills every weight: this rank's
             # shards only, nothing initialised (initialising the 1B model took 9.3 s of each in-process restart on an
             # H200). Should the restore find nothing usable after all, it initialises then.
-            self.on_meta = self._any_rank(committed_checkpoint_exists(root) or holds_snapshot(root))
+            self.on_meta = any_rank(committed_checkpoint_exists(root) or holds_snapshot(root), self.device)
             self.model = sharded_model(self._model_spec, self.device, on_meta=self.on_meta)
             self.flops_per_token = flops_per_token(self.model.args, tc.seq_len)
             self.optimizer = torch.optim.AdamW(
@@ -192,14 +192,6 @@ class Trainer:
                 memory_interval_steps=self.cfg.checkpoint.memory_interval_steps,
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
-
-    def _any_rank(self, flag: bool) -> bool:
-        """Whether ``flag`` holds on any rank (collective on the default group)."""
-        if not dist.is_initialized() or self.world_size == 1:
-            return flag
-        t = torch.tensor([int(flag)], device=self.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return bool(t.item())
 
     def _initialise_weights(self) -> None:
         """A fresh start after all on a model built on the meta device (its checkpoints were unusable or gone):

@@ -160,6 +160,33 @@ def abandon_nvrx_saves() -> int:
     return len(live)
 
 
+def writer_done(caller: Any) -> bool:
+    """Whether ``caller``'s writer has completed its current request (without waiting); raises if the writer
+    process is gone before completing it.
+
+    Takes the completion off NVRx's queue the way ``is_current_async_call_done`` does (into ``cur_item``), so
+    NVRx's next check sees it.
+    """
+    if caller.cur_item is not None:
+        return True
+    try:
+        caller.cur_item = caller.comp_q.get_nowait()
+        return True
+    except queue.Empty:
+        pass
+    process = caller.process
+    if process is not None and process.is_alive():
+        return False
+    try:  # a completion put just before the process ended may still be on its way
+        caller.cur_item = caller.comp_q.get(timeout=FINALIZE_POLL_S)
+        return True
+    except queue.Empty:
+        code = None if process is None else process.exitcode
+        raise CheckpointWriteError(
+            f"the NVRx checkpoint writer process died (exit code {code}) before finishing its request"
+        ) from None
+
+
 #: How NVRx's async path stages GPU tensors (``checkpoint.nvrx_staging``).
 NvrxStaging = Literal["cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"]
 
@@ -300,7 +327,7 @@ class NvrxAsync:
         for _ in range(max(1, round(wait_s / FINALIZE_POLL_S))):
             if not self.queue.get_num_unfinalized_calls():
                 return True
-            done = self._writer_done(self.queue.async_calls[0].async_caller)
+            done = writer_done(self.queue.async_calls[0].async_caller)
             if agree(done) if agree is not None else done:
                 self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
             else:
@@ -311,33 +338,6 @@ class NvrxAsync:
         raise CheckpointWriteError(
             f"the async checkpoint write did not finish on every rank within {wait_s:g} s (this rank's writer: {state})"
         )
-
-    @staticmethod
-    def _writer_done(caller: Any) -> bool:
-        """Whether ``caller``'s writer has completed its current request (without waiting); raises if the writer
-        process is gone before completing it.
-
-        Takes the completion off NVRx's queue the way ``is_current_async_call_done`` does (into ``cur_item``), so
-        NVRx's next check sees it.
-        """
-        if caller.cur_item is not None:
-            return True
-        try:
-            caller.cur_item = caller.comp_q.get_nowait()
-            return True
-        except queue.Empty:
-            pass
-        process = caller.process
-        if process is not None and process.is_alive():
-            return False
-        try:  # a completion put just before the process ended may still be on its way
-            caller.cur_item = caller.comp_q.get(timeout=FINALIZE_POLL_S)
-            return True
-        except queue.Empty:
-            code = None if process is None else process.exitcode
-            raise CheckpointWriteError(
-                f"the NVRx checkpoint writer process died (exit code {code}) before finishing its request"
-            ) from None
 
     def close(self, *, collective: bool = True) -> None:
         """Finish and stop the worker. ``collective=False`` (error path): abandon it without collectives.

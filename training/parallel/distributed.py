@@ -94,6 +94,15 @@ def init_process_group(
     return dist.get_rank(), dist.get_world_size()
 
 
+def any_rank(flag: bool, dev: torch.device) -> bool:
+    """Whether ``flag`` holds on any rank (a MAX all-reduce on the default group; ``flag`` itself without one)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return flag
+    t = torch.tensor([int(flag)], device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
 def store_barrier(store: dist.Store, world_size: int, timeout_s: float, *, poll_s: float = 0.05) -> None:
     """Wait until ``world_size`` processes called this on ``store`` (each adds one to a counter once).
 

@@ -71,3 +71,13 @@ def test_the_common_room_needs_no_third_party_package():
                 mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 for mod in mods:
                     assert mod.split(".")[0] in sys.stdlib_module_names | {"__future__"}, mod
+
+
+def test_no_class_in_training_is_longer_than_a_screenful():
+    """Issue 19: no class of ``training/`` over 250 lines (a longer one hides its own protocol; split it)."""
+    long = []
+    for path in sorted(TRAINING.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 250:
+                long.append(f"{path.relative_to(TRAINING)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert long == []
