@@ -85,7 +85,7 @@ class MemoryTier:
         self.pg = dist.new_group(backend="gloo", timeout=timeout) if dist.is_initialized() and world_size > 1 else None
         self._stream = torch.cuda.Stream() if torch.cuda.is_available() else None
         self._copied: Any = None  # the CUDA event of the last snapshot's copy
-        self._broken: str | None = None  # why replication stopped in this process (a failed exchange)
+        self._broken: str | None = None  # why replication stopped until the next (re)start (a failed exchange)
         if rank == 0:
             where = f"copy on rank {self.dst}'s node" if self.dst is not None else "no peer copy (one node)"
             print(f"[checkpoint] memory tier every {interval} steps in {self.dir}: {pinning_notice()}; {where}")
@@ -165,7 +165,7 @@ class MemoryTier:
                 replicated = got is not None and self._keep_peer_copy(*got)
             except Exception as exc:  # a lost peer: gloo's deadline; the group cannot be trusted any more
                 self._broken = f"{type(exc).__name__}: {str(exc)[:300]}"
-                self._report(step, f"peer copy failed, no more peer copies in this process: {self._broken}")
+                self._report(step, f"peer copy failed, no more peer copies until the next restart: {self._broken}")
         if self.rank == 0 and payload is not None:
             with contextlib.suppress(OSError):
                 self.events.emit("mem_snapshot", step=step, stall_s=round(stall, 6), replicated=replicated)
