@@ -37,7 +37,8 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "step": ("step", "loss", "tokens", "step_s"),  # an optimizer step completed (rank 0 only)
     "eval": ("step", "loss"),
     "ckpt_begin": ("step", "mode"),
-    "ckpt_staged": ("step", "stall_s"),  # training may continue; stall_s = time the loop was blocked
+    # training may continue; stall_s = time the loop was blocked (+ state_dict_s; NVRx: + plan_s, handoff_s)
+    "ckpt_staged": ("step", "stall_s"),
     "ckpt_committed": ("step", "write_s", "path"),  # all ranks wrote, commit marker written
     "ckpt_failed": ("step", "error"),
     "ckpt_quarantined": ("step", "reason"),
