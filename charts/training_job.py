@@ -21,7 +21,7 @@ from charts.launch_command import supervisor_script
 from charts.names import TRAINER_CONTAINER, job_name, service_name, training_pod_labels
 from charts.node_placement import node_selector, tolerations
 from charts.pod_resources import pod_resources
-from charts.pod_security import AUTOMOUNT_SERVICE_ACCOUNT_TOKEN, training_security_context
+from charts.pod_security import AUTOMOUNT_SERVICE_ACCOUNT_TOKEN, pod_security_context, training_security_context
 from charts.topology import Topology
 from charts.volumes import shared_mounts, shared_volumes
 from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
@@ -129,6 +129,7 @@ class TrainingJob(Construct):
             subdomain=service_name(cfg),
             service_account_name=cfg.job.service_account,
             automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
+            security_context=pod_security_context(),
             enable_service_links=False,
             # Long enough for an in-flight checkpoint to finish after SIGTERM.
             termination_grace_period_seconds=int(cfg.ft.section_timeouts_s["checkpoint"]),

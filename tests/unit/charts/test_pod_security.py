@@ -57,6 +57,9 @@ def test_every_training_job_is_least_privilege(cfg, mode: RecoveryMode) -> None:
     assert trainer(job)["securityContext"] == TRAINING
     pod = job["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is AUTOMOUNT_SERVICE_ACCOUNT_TOKEN is False
+    assert pod["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"}
+    }  # for every container, as the dataset's
     kubernetes_validate.validate(job, f"{cfg.cluster.kubernetes_version}.0", strict=True)
 
 
