@@ -14,7 +14,10 @@ Both containers:
 They still run as uid 0: the FSx for Lustre root directory is owned by root, and a root process without
 ``CAP_DAC_OVERRIDE``/``CAP_CHOWN`` can only use files that root owns or that are world-accessible. Pods mount no
 service-account token (:data:`AUTOMOUNT_SERVICE_ACCOUNT_TOKEN`): training and dataset preparation call no
-Kubernetes API, and no AWS API either (the GPU nodes' IMDS hop limit of 1 keeps the node role out of pods).
+Kubernetes API, and no AWS API either. The GPU nodes' IMDS hop limit of 1 keeps their node role out of the training
+pods; the system nodes, where the dataset-preparation pod runs, keep the managed node group's default (2), so that pod
+could reach the system node role (its worker, CNI, ECR read-only and SSM policies): setting 1 there needs a launch
+template and a check that no add-on on those nodes takes its AWS credentials from instance metadata.
 
 The training namespace's Pod Security admission level is set by ``stacks/fsx_storage.py`` (docs/infrastructure.md).
 """
