@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import fmt, report, run_local, workers
+from training.telemetry.events import read_events
 
 #: Local in-process timeouts for the 1B model (before the CUDA scale: x8): its set-up takes ~10 s and a step with a
 #: write in flight up to ~3 s, past the tiny model's 4 s soft timeout and 3 s gloo deadline.
@@ -68,10 +69,6 @@ def restarts(events: list[dict[str, Any]], rank: int = 0) -> list[dict[str, Any]
         elif event == "restore" and rows[-1]["tier"] is None:
             rows[-1]["tier"] = e.get("tier")
     return rows
-
-
-def read_events(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -171,7 +171,8 @@ class Trainer:
             # With a checkpoint or a memory-tier snapshot on any rank, the restore fills every weight: this rank's
             # shards only, nothing initialised (initialising the 1B model took 9.3 s of each in-process restart on an
             # H200). Should the restore find nothing usable after all, it initialises then.
-            self.on_meta = any_rank(committed_checkpoint_exists(root) or holds_snapshot(root), self.device)
+            in_memory = self.cfg.checkpoint.memory_interval_steps > 0 and holds_snapshot(root)
+            self.on_meta = any_rank(committed_checkpoint_exists(root) or in_memory, self.device)
             self.model = sharded_model(self._model_spec, self.device, on_meta=self.on_meta)
             self.flops_per_token = flops_per_token(self.model.args, tc.seq_len)
             self.optimizer = torch.optim.AdamW(

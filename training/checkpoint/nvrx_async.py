@@ -18,6 +18,7 @@ from typing import Any, Literal
 import torch
 
 from training.checkpoint.errors import CheckpointError, CheckpointWriteError
+from training.checkpoint.snapshot import split
 
 #: Seconds between the polls of a blocking finalize (each poll costs one agreement collective).
 FINALIZE_POLL_S = 0.2
@@ -86,19 +87,9 @@ class PreloadThenRelease:
                       f"handles opened), the device-to-host copy took {copy_s:.2f} s", flush=True)  # fmt: skip
 
 
-def device_tensors(obj: Any) -> list[torch.Tensor]:
-    """Each device (non-CPU) tensor in a state dict, DTensors by their local shard: what a save copies to host."""
-    from torch.distributed.tensor import DTensor
-
-    if isinstance(obj, DTensor):
-        obj = obj.to_local()
-    if isinstance(obj, torch.Tensor):
-        return [] if obj.device.type == "cpu" else [obj]
-    if isinstance(obj, dict):
-        return [t for v in obj.values() for t in device_tensors(v)]
-    if isinstance(obj, list | tuple):
-        return [t for v in obj for t in device_tensors(v)]
-    return []
+def device_tensors(state_dict: Any) -> list[torch.Tensor]:
+    """Each device (non-CPU) tensor of a state dict, DTensors by their local shard: what a save copies to host."""
+    return [t for t in split(state_dict).local if t.device.type != "cpu"]
 
 
 def _delayed_write(delay_s: float, save_fn: Callable[..., None], *args: Any) -> None:
