@@ -27,6 +27,7 @@ from typing import Any
 
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
+from training.common.gpus import cuda_device_count
 from training.resilience.exit_codes import (
     ExitCode,
     clear_exit_status,
@@ -66,14 +67,12 @@ def worker_command(args: argparse.Namespace, mode: RecoveryMode, steps: int, fau
 def _prepare(args: argparse.Namespace, cfg: Any) -> tuple[int, int, str, Path]:
     """(steps, workers per node, fault schedule, run dir) from the flags and ``cfg.local``; empties the run
     directory with ``--fresh``; says so when this is the CPU fallback."""
-    import torch
-
     run_dir: Path = args.run_dir.resolve()
     args.run_dir = run_dir
     if args.fresh and run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not torch.cuda.is_available():
+    if not cuda_device_count():
         print("== CPU fallback: no CUDA here, so gloo + fp32 on CPU workers (a tiny model) ==", flush=True)
     faults = cfg.local.faults if args.faults is None else args.faults
     return args.steps or cfg.local.steps, args.nproc or cfg.local.nproc, faults, run_dir
@@ -81,9 +80,7 @@ def _prepare(args: argparse.Namespace, cfg: Any) -> tuple[int, int, str, Path]:
 
 def launch(args: argparse.Namespace) -> int:
     """Run the job; returns the process exit code."""
-    import torch
-
-    from training.checkpoint.hostbuf import SCOPE_ENV, remove_scope
+    from training.checkpoint.shm_scope import SCOPE_ENV, remove_scope
 
     cfg = load_config(args.config, args.env)
     mode = RecoveryMode(args.mode) if args.mode else cfg.job.mode
@@ -107,7 +104,7 @@ def launch(args: argparse.Namespace) -> int:
         }
     )
     worker = worker_command(args, mode, steps, faults)
-    ft = cfg.local.timeouts(cuda=torch.cuda.is_available())[1]
+    ft = cfg.local.timeouts(cuda=cuda_device_count() > 0)[1]
     if layers.ft_launcher:
         ft_yaml = run_dir / "ft_launcher.yaml"
         ft_yaml.write_text(ft_launcher_yaml(ft))

@@ -422,7 +422,9 @@ def setup(args: argparse.Namespace) -> Runner:
     import training.trainer  # noqa: F401
 
     # What the imports made lives as long as the process: out of the collector's sight, every later collection is
-    # shorter (NVRx collects until nothing is left after each in-process restart).
+    # shorter (NVRx collects until nothing is left after each in-process restart). main() kept the collector off
+    # until here: the imports allocate objects that all live, and collecting them meanwhile cost ~0.4 of 2.2 CPU-s.
+    gc.enable()
     gc.collect()
     gc.freeze()
     start_ts = _process_start_ts()
@@ -502,11 +504,14 @@ def _process_start_ts() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    gc.disable()  # through the imports; setup() turns it back on
     try:
         return run(args)
     except (ValueError, OSError) as err:  # configuration / argument problems before training starts
         print(f"[train] configuration error: {err}", file=sys.stderr)
         return int(ExitCode.CONFIG)
+    finally:
+        gc.enable()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.helpers.training_runs import tiny_app_state, tiny_train_step
-from training.checkpoint import hostbuf
+from training.checkpoint import shm_scope
 from training.checkpoint.memtier import MemoryTier
 from training.checkpoint.state import state_digest
 from training.parallel.distributed import destroy_process_group, init_process_group
@@ -26,8 +26,8 @@ from training.telemetry.events import EventLog
 def main() -> int:
     out = Path(sys.argv[1])
     rank, world = init_process_group(timeout_s=30)
-    os.environ[hostbuf.SCOPE_ENV] = f"node{rank}"  # a /dev/shm of its own per rank, as two pods have
-    os.environ[hostbuf.SHM_BASE_ENV] = str(out / "shm")
+    os.environ[shm_scope.SCOPE_ENV] = f"node{rank}"  # a /dev/shm of its own per rank, as two pods have
+    os.environ[shm_scope.SHM_BASE_ENV] = str(out / "shm")
     (out / "shm").mkdir(parents=True, exist_ok=True)
     events = EventLog(out, rank=rank)
     tier = MemoryTier(out / "ckpt", 5, rank, world, 1, events, collective_timeout_s=20)
@@ -42,7 +42,7 @@ def main() -> int:
     tiny_train_step(state)  # progress after the last snapshot, lost with the node
     tier.close(collective=True)
     if rank == 1:  # the node is replaced: an empty /dev/shm
-        shutil.rmtree(hostbuf.scope_dir(out / "ckpt"))
+        shutil.rmtree(shm_scope.scope_dir(out / "ckpt"))
     fresh = tiny_app_state(0)
     tier = MemoryTier(out / "ckpt", 5, rank, world, 1, events, collective_timeout_s=20)
     restored = tier.restore(fresh, at_least=-1)

@@ -7,18 +7,20 @@ once with a sync and once with an async CheckpointManager under DIR/sync and DIR
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
 from pathlib import Path
 
+gc.disable()  # during the imports below (as training.train does): ~0.4 CPU-s less per rank; main() turns it on
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from platform_config import config_from_dict
-from training.checkpoint.manager import CheckpointManager
-from training.parallel.distributed import checkpoint_timeout_s, destroy_process_group, init_process_group
-from training.telemetry.events import EventLog
-from training.trainer import Trainer
+from platform_config import config_from_dict  # noqa: E402
+from training.checkpoint.manager import CheckpointManager  # noqa: E402
+from training.parallel.distributed import checkpoint_timeout_s, destroy_process_group, init_process_group  # noqa: E402
+from training.telemetry.events import EventLog  # noqa: E402
+from training.trainer import Trainer  # noqa: E402
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -29,6 +31,7 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def main() -> int:
+    gc.enable()
     p = argparse.ArgumentParser()
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--steps", type=int, required=True)

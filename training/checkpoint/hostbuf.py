@@ -20,7 +20,6 @@ import hashlib
 import mmap
 import os
 import pickle
-import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,12 +27,6 @@ from typing import Any
 
 import torch
 
-#: The base directory of the memory tier's files (default ``/dev/shm``).
-SHM_BASE_ENV = "TRAINING_SHM_DIR"
-#: The lifetime of the memory tier's files: one pod. ``/dev/shm`` is the pod's own on Kubernetes and in the local
-#: cluster runner; ``training.local`` (workers on this machine's ``/dev/shm``) sets one scope per launch and removes
-#: it afterwards, as a replaced pod would lose its ``/dev/shm``.
-SCOPE_ENV = "TRAINING_MEMORY_SCOPE"
 #: Identifies this process in the metas it writes (a slot written by this process is "own memory").
 PROCESS_ID = uuid.uuid4().hex
 #: Bytes hashed per task when a buffer's sha256 is computed (the chunks are hashed in parallel).
@@ -44,20 +37,6 @@ _DIGEST_LEN = 32
 #: path -> (mmap, uint8 tensor over it, bytes): the mappings of this process, made once and never closed.
 _MAPPED: dict[Path, tuple[mmap.mmap, torch.Tensor, int]] = {}
 _NOTICE: list[str] = []
-
-
-def scope_dir(ckpt_root: Path) -> Path:
-    """The directory of one checkpoint root's memory tier within the current scope (:data:`SCOPE_ENV`)."""
-    base = Path(os.environ.get(SHM_BASE_ENV, "/dev/shm"))
-    key = hashlib.sha256(str(Path(ckpt_root).resolve()).encode()).hexdigest()[:12]
-    return base / f"ckpt-memtier-{key}-{os.environ.get(SCOPE_ENV) or 'pod'}"
-
-
-def remove_scope(scope: str) -> None:
-    """Remove every memory-tier directory of ``scope`` (what a pod's end does to its ``/dev/shm``)."""
-    base = Path(os.environ.get(SHM_BASE_ENV, "/dev/shm"))
-    for d in base.glob(f"ckpt-memtier-*-{scope}"):
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def pinning_notice() -> str:

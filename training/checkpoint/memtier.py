@@ -34,10 +34,10 @@ from training.checkpoint.hostbuf import (
     decode_meta,
     encode_meta,
     pinning_notice,
-    scope_dir,
     sha256_tensor,
     slots,
 )
+from training.checkpoint.shm_scope import scope_dir
 from training.checkpoint.snapshot import copy_in, copy_out, layout_of, rebuild, split
 from training.checkpoint.state import AppState
 from training.telemetry.events import EventLog

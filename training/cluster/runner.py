@@ -36,6 +36,7 @@ from training.cluster.node_faults import NodeFault, split_schedule
 from training.cluster.pods import Storage, container_env, volume_mounts
 from training.cluster.sandbox import PodSandbox, PodSpec
 from training.common.files import atomic_write_json
+from training.common.gpus import cuda_device_count
 from training.telemetry.events import EventLog
 from training.telemetry.progress import EventTail, describe
 
@@ -67,11 +68,9 @@ def local_cluster_config(cfg: ProjectConfig, opts: ClusterOptions, in_pod_faults
     """The config the local Job runs with: ``nodes`` GPU nodes, the local (short) timeouts and rendezvous, the in-pod
     faults, a 1 MB generated corpus, the installed NVRx's version (its ft_launcher flags), plus ``opts.overrides``
     (a nested dict, validated)."""
-    import torch
-
     from training.resilience.inprocess import nvrx_version
 
-    inprocess, ft = cfg.local.timeouts(cuda=torch.cuda.is_available())
+    inprocess, ft = cfg.local.timeouts(cuda=cuda_device_count() > 0)
     data = cfg.model_dump(mode="json")
     update = {
         "gpu_nodes": {"node_count": opts.nodes, "min_nodes": 0, "max_nodes": max(opts.nodes, cfg.gpu_nodes.max_nodes)},
@@ -100,9 +99,7 @@ def synthesize(cfg: ProjectConfig, nproc: int, outdir: Path) -> Manifests:
 
 
 def _host_gpus() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return cuda_device_count()
 
 
 class LocalCluster:

@@ -23,12 +23,14 @@ import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import torch
 
 from training.common.files import sha256_file
+
+if TYPE_CHECKING:
+    import torch
 
 INDEX_FILE = "index.json"
 DTYPE = np.uint16  # shards of an index without "dtype"
@@ -347,6 +349,8 @@ class TokenShards:
 
     def batch(self, ids: Iterable[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and targets, each ``(len(ids), seq_len)`` int64."""
+        import torch  # here, not at the top: the dataset Job (training.data.prepare) never needs torch
+
         arr = torch.from_numpy(np.stack([self.window(i) for i in ids]))
         return arr[:, :-1].contiguous(), arr[:, 1:].contiguous()
 

@@ -57,3 +57,14 @@ def test_the_layer_of_a_restart(tmp_path, monkeypatch, mode, iteration, previous
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert restart_layer(MODE_LAYERS[RecoveryMode(mode)], tmp_path, previous_start, iteration, None) == expected
+
+
+def test_a_configuration_error_leaves_the_collector_on(tmp_path: Path) -> None:
+    import gc
+
+    from training.resilience.exit_codes import ExitCode
+    from training.train import main
+
+    assert gc.isenabled()
+    code = main(["--run-dir", str(tmp_path), "--config", str(tmp_path / "missing.yaml")])
+    assert code == int(ExitCode.CONFIG) and gc.isenabled()

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from tests.helpers.training_runs import REPO_ROOT, child_env
-from training.checkpoint import hostbuf
-from training.checkpoint.hostbuf import Slot, buffer, decode_meta, encode_meta, remove_scope, scope_dir, sha256_tensor
+from training.checkpoint import shm_scope
+from training.checkpoint.hostbuf import Slot, buffer, decode_meta, encode_meta, sha256_tensor
 
 
 @pytest.fixture(autouse=True)
 def _shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(hostbuf.SHM_BASE_ENV, str(tmp_path / "shm"))
+    monkeypatch.setenv(shm_scope.SHM_BASE_ENV, str(tmp_path / "shm"))
     (tmp_path / "shm").mkdir()
 
 
@@ -47,16 +47,3 @@ def test_a_slot_is_valid_only_with_an_intact_meta(tmp_path: Path) -> None:
     slot.write_meta(encode_meta({"step": 15, "owner": 3}))
     slot.invalidate()
     assert slot.read_meta() is None and not slot.meta_path.exists()
-
-
-def test_scopes_are_per_checkpoint_root_and_removed_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(hostbuf.SCOPE_ENV, "launch7")
-    a, b = scope_dir(tmp_path / "ckpt-a"), scope_dir(tmp_path / "ckpt-b")
-    assert a != b and a.name.startswith("ckpt-memtier-") and a.name.endswith("-launch7")
-    monkeypatch.delenv(hostbuf.SCOPE_ENV)
-    c = scope_dir(tmp_path / "ckpt-a")
-    assert c.name.endswith("-pod")  # Kubernetes: /dev/shm is the pod's own
-    for d in (a, b, c):
-        d.mkdir()
-    remove_scope("launch7")
-    assert [p.name for p in (tmp_path / "shm").iterdir()] == [c.name]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.training_runs import REPO_ROOT, single_process_group, tiny_app_state, tiny_train_step, torchrun
-from training.checkpoint import hostbuf
+from training.checkpoint import shm_scope
 from training.checkpoint.hostbuf import Slot
 from training.checkpoint.memtier import MemoryTier, holds_snapshot
 from training.checkpoint.state import state_digest
@@ -18,7 +18,7 @@ from training.telemetry.events import EventLog, read_events
 
 @pytest.fixture
 def tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv(hostbuf.SHM_BASE_ENV, str(tmp_path / "shm"))
+    monkeypatch.setenv(shm_scope.SHM_BASE_ENV, str(tmp_path / "shm"))
     (tmp_path / "shm").mkdir()
     with single_process_group():
         t = MemoryTier(tmp_path / "ckpt", 5, 0, 1, 1, EventLog(tmp_path, rank=0), collective_timeout_s=10)
