@@ -20,6 +20,8 @@ from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "training" / "loss_curve_tiny.json"
+#: The shared runs' length: checkpoints every 5 steps (FAST_CONFIG) commit 5, 10 and the final 12.
+STEPS = 12
 
 
 def _cfg(**checkpoint) -> dict:
@@ -29,24 +31,28 @@ def _cfg(**checkpoint) -> dict:
 
 
 @pytest.fixture(scope="module")
-def finished_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int, str], Path]:
-    """Uninterrupted 2-rank runs of the default settings, one per (steps, mode), run once for the module's tests.
+def finished_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """An uninterrupted 12-step 2-rank run of the default settings per checkpoint mode, run once for the module's
+    tests. It commits steps 5, 10 and 12 (all kept): tests that need a run which ended earlier take a copy without
+    the newer checkpoints (:func:`_copy_of`)."""
+    runs: dict[str, Path] = {}
 
-    Tests that change a run's files get a copy (:func:`_copy_of`)."""
-    runs: dict[tuple[int, str], Path] = {}
-
-    def get(steps: int, mode: str) -> Path:
-        if (steps, mode) not in runs:
-            _, runs[steps, mode] = run_trainer(
-                tmp_path_factory.mktemp(f"{mode}{steps}") / "run", steps=steps, mode=mode, config=_cfg()
+    def get(mode: str) -> Path:
+        if mode not in runs:
+            _, runs[mode] = run_trainer(
+                tmp_path_factory.mktemp(f"{mode}{STEPS}") / "run", steps=STEPS, mode=mode, config=_cfg()
             )
-        return runs[steps, mode]
+        return runs[mode]
 
     return get
 
 
-def _copy_of(run: Path, to: Path) -> Path:
+def _copy_of(run: Path, to: Path, *, up_to: int = STEPS) -> Path:
+    """A copy of ``run`` whose checkpoints end at step ``up_to`` (the newer ones are removed)."""
     shutil.copytree(run, to)
+    for step, path in list_committed(to / "checkpoints"):
+        if step > up_to:
+            shutil.rmtree(path)
     return to
 
 
@@ -72,28 +78,28 @@ def test_two_ranks_learn_and_log_step_events(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_resume_is_bitwise_identical_to_an_uninterrupted_run(
-    tmp_path: Path, mode: str, finished_runs: Callable[[int, str], Path]
+    tmp_path: Path, mode: str, finished_runs: Callable[[str], Path]
 ) -> None:
-    straight = finished_runs(12, mode)
+    straight = finished_runs(mode)
     _, resumed = run_trainer(tmp_path / "resumed", steps=7, mode=mode, config=_cfg())  # commits 5, then 7 (final)
-    run_trainer(resumed, steps=12, mode=mode, config=_cfg())
+    run_trainer(resumed, steps=STEPS, mode=mode, config=_cfg())
     a, b = read_result(straight), read_result(resumed)
     assert b["restored_from"] == 7
     assert b["losses"] == {k: v for k, v in a["losses"].items() if int(k) > 7}
     assert b["digest"] == a["digest"]
 
 
-def test_resharding_two_ranks_to_one(tmp_path: Path, finished_runs: Callable[[int, str], Path]) -> None:
-    run = _copy_of(finished_runs(10, "sync"), tmp_path / "run")
+def test_resharding_two_ranks_to_one(tmp_path: Path, finished_runs: Callable[[str], Path]) -> None:
+    run = _copy_of(finished_runs("sync"), tmp_path / "run")
     two = read_result(run)
-    run_trainer(run, nproc=1, steps=10, mode="sync", config=_cfg(), extra_args=["--no-train"])
+    run_trainer(run, nproc=1, steps=STEPS, mode="sync", config=_cfg(), extra_args=["--no-train"])
     one = read_result(run)
-    assert (one["world_size"], one["restored_from"]) == (1, 10)
+    assert (one["world_size"], one["restored_from"]) == (1, STEPS)
     assert one["digest"] == two["digest"]
     restore = [e for e in read_events(run) if e["event"] == "restore"][-1]
     assert (restore["saved_world_size"], restore["world_size"]) == (2, 1)
-    run_trainer(run, nproc=1, steps=12, mode="sync", config=_cfg())  # and training goes on with one rank
-    assert read_result(run)["final_step"] == 12
+    run_trainer(run, nproc=1, steps=STEPS + 2, mode="sync", config=_cfg())  # and training goes on with one rank
+    assert read_result(run)["final_step"] == STEPS + 2
 
 
 def _load_full(dcp_dir: Path, out: Path) -> dict:
@@ -126,10 +132,10 @@ def test_sync_and_async_checkpoints_of_the_same_state_load_identically(tmp_path:
 
 
 def test_corrupt_newest_checkpoint_falls_back_and_still_matches(
-    tmp_path: Path, finished_runs: Callable[[int, str], Path]
+    tmp_path: Path, finished_runs: Callable[[str], Path]
 ) -> None:
-    straight = finished_runs(12, "sync")
-    run = _copy_of(finished_runs(10, "sync"), tmp_path / "run")  # commits 5 and 10
+    straight = finished_runs("sync")
+    run = _copy_of(straight, tmp_path / "run", up_to=10)  # checkpoints 5 and 10
     newest = run / "checkpoints" / step_dir_name(10)
     # a data file that rank 1 hashes when the two ranks verify together: its verdict must reach rank 0
     (name,) = [n for n in hash_shares(read_marker(newest)["files"], 2)[1] if n.endswith(".distcp")]
@@ -137,7 +143,7 @@ def test_corrupt_newest_checkpoint_falls_back_and_still_matches(
     data = bytearray(shard.read_bytes())
     data[100] ^= 0xFF
     shard.write_bytes(bytes(data))
-    run_trainer(run, steps=12, mode="sync", config=_cfg())
+    run_trainer(run, steps=STEPS, mode="sync", config=_cfg())
     result = read_result(run)
     assert result["restored_from"] == 5
     assert result["digest"] == read_result(straight)["digest"]
@@ -146,9 +152,9 @@ def test_corrupt_newest_checkpoint_falls_back_and_still_matches(
 
 
 def test_all_checkpoints_unusable_exits_non_zero_with_named_error(
-    tmp_path: Path, finished_runs: Callable[[int, str], Path]
+    tmp_path: Path, finished_runs: Callable[[str], Path]
 ) -> None:
-    run = _copy_of(finished_runs(5, "sync"), tmp_path / "run")
+    run = _copy_of(finished_runs("sync"), tmp_path / "run", up_to=5)
     (run / "checkpoints" / step_dir_name(5) / "__0_0.distcp").unlink()
     proc, _ = run_trainer(run, steps=8, mode="sync", config=_cfg(), check=False)
     assert proc.returncode != 0
@@ -156,19 +162,21 @@ def test_all_checkpoints_unusable_exits_non_zero_with_named_error(
 
 
 def test_an_unreadable_marker_never_restarts_from_step_0_nor_deletes_the_checkpoint(
-    tmp_path: Path, finished_runs: Callable[[int, str], Path]
+    tmp_path: Path, finished_runs: Callable[[str], Path]
 ) -> None:
-    """The run committed step 5; on the next launch ``COMMITTED`` cannot be read: the launch fails naming the file,
-    trains nothing, and step_5/ is still there, whole."""
-    run = _copy_of(finished_runs(5, "sync"), tmp_path / "run")
+    """The run committed step 5 last; on the next launch ``COMMITTED`` cannot be read: the launch fails naming the
+    file, trains nothing, and step_5/ is still there, whole."""
+    run = _copy_of(finished_runs("sync"), tmp_path / "run", up_to=5)
     ckpt = run / "checkpoints" / step_dir_name(5)
     make_marker_unreadable(ckpt)
     files = sorted(p.name for p in ckpt.iterdir())
-    proc, _ = run_trainer(run, steps=8, mode="sync", config=_cfg(), check=False)
+    first_launch = [e["step"] for e in read_events(run) if e["event"] == "step"]
+    proc, _ = run_trainer(run, steps=STEPS + 2, mode="sync", config=_cfg(), check=False)
     assert proc.returncode != 0
     assert f"cannot read the commit marker {ckpt / COMMIT_MARKER}: EISDIR" in proc.stdout + proc.stderr
     assert sorted(p.name for p in ckpt.iterdir()) == files
-    assert [e["step"] for e in read_events(run) if e["event"] == "step"] == [1, 2, 3, 4, 5]  # the first launch's
+    assert first_launch == list(range(1, STEPS + 1))
+    assert [e["step"] for e in read_events(run) if e["event"] == "step"] == first_launch  # no step of its own
 
 
 def test_golden_loss_curve_tiny(tmp_path: Path) -> None:
