@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -224,10 +225,24 @@ def _restore_failures(run_dir: Path) -> int:
     return sum(e["event"] == "ckpt_failed" and e.get("op") == "restore" and e["rank"] == 0 for e in events)
 
 
+_FIRST_RUN_LOCK = threading.Lock()
+_FIRST_RUN: dict[Path, subprocess.CompletedProcess[str]] = {}
+
+
+def _committed_run(root: Path, name: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A copy, at ``root/name``, of one 10-step run that committed step 10 (run once, shared by the cells that then
+    break its storage in their own ways)."""
+    shared = root / "committed-10"
+    with _FIRST_RUN_LOCK:
+        if not (shared / "summary.json").is_file():
+            _FIRST_RUN[root] = local_run(shared, config=_config(), steps=10)
+    shutil.copytree(shared, root / name)
+    return _FIRST_RUN[root], root / name
+
+
 def _cell_unreadable_marker(root: Path) -> dict[str, Any]:
     """The run committed step 10; on the next launch step_10/COMMITTED cannot be read (EISDIR, as an I/O error)."""
-    run_dir = root / "unreadable-marker"
-    first = local_run(run_dir, config=_config(), steps=10)
+    first, run_dir = _committed_run(root, "unreadable-marker")
     ckpt = run_dir / "checkpoints" / step_dir_name(10)
     make_marker_unreadable(ckpt)
     files = sorted(p.name for p in ckpt.iterdir())
@@ -252,8 +267,7 @@ def _cell_unreadable_marker(root: Path) -> dict[str, Any]:
 
 def _cell_missing_root(root: Path) -> dict[str, Any]:
     """The run committed; on the next launch its checkpoint directory is gone (a volume that did not mount)."""
-    run_dir = root / "missing-root"
-    first = local_run(run_dir, config=_config(), steps=10)
+    first, run_dir = _committed_run(root, "missing-root")
     shutil.rmtree(run_dir / "checkpoints")
     second = local_run(run_dir, config=_config(), steps=20, fresh=False)
     trained = _steps_after_last_launch(run_dir)
