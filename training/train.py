@@ -54,7 +54,7 @@ from training.resilience.inprocess import (
     store_port,
     wrap,
 )
-from training.resilience.restarts import previous_start_ns, restart_layer
+from training.resilience.restarts import previous_start_ns, record_entry, restart_layer
 from training.resilience.sigterm import TERMINATED_EXIT_CODE, Terminated
 from training.telemetry.emf import EmfEmitter
 from training.telemetry.events import LAYERS, EventLog, env_int
@@ -184,6 +184,8 @@ class Runner:
             self.monitor.heartbeat(self.last_step)
             self.hooks.reset_step_timing()
         self.entered_ns = entered_ns
+        if iteration > 0:  # a later process of this rank must not take a fault recovered here for its own cause
+            record_entry(self.run_dir, self.rank, entered_ns)
         self.hooks.stall.progress()  # (re-)entering counts as progress: a stall from here on gets a stack dump
         self.ledger.check()
         if iteration == 0 and call_wrapper is not None and not self._wrapped:

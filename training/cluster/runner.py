@@ -37,6 +37,7 @@ from training.cluster.pods import Storage, container_env, volume_mounts
 from training.cluster.sandbox import PodSandbox, PodSpec
 from training.common.files import atomic_write_json
 from training.common.gpus import cuda_device_count
+from training.resilience.restarts import record_node_fault
 from training.telemetry.events import EventLog
 from training.telemetry.progress import EventTail, describe
 
@@ -204,6 +205,7 @@ class LocalCluster:
             return False  # the index has no running pod now; fire when it has one again
         sandbox = self.sandboxes[pod.name]
         ranks = list(range(fault.pod * self.opts.nproc, (fault.pod + 1) * self.opts.nproc))
+        record_node_fault(self.opts.run_dir, str(fault), time.time_ns())  # the cause the restarted ranks report
         self.events.emit(
             "fault_injected",
             kind=fault.kind,

@@ -1,5 +1,10 @@
 """Which layer restarted this worker, and for which fault: read from the environment the launchers set, the run's
-persisted fault state and this rank's previous start (``<run_dir>/faults/start.rank<R>.json``)."""
+persisted fault state and this rank's last entry into training (``<run_dir>/faults/start.rank<R>.json``).
+
+The fault state is every ``<run_dir>/faults/fired.*.json``: each rank's injector writes ``fired.rank<R>.json``, the
+local cluster's controller writes :data:`NODE_FAULTS_FILE` for the node faults it fires. A fault is the cause of a
+restart only if it fired after the rank's last entry: one that an earlier restart already recovered is not.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +17,14 @@ from typing import Any
 from training.common.files import atomic_write_json
 from training.telemetry.events import env_int
 
+#: The node faults (node loss, eviction) the local cluster's controller fired: fault key -> ns, as a rank's record.
+NODE_FAULTS_FILE = "fired.nodes.json"
+
 
 def newest_fault_since(run_dir: Path, since_ns: int) -> str | None:
-    """Kind of the newest fault (any rank) fired after ``since_ns``, from the persisted fault state."""
+    """Kind of the newest fault (any rank, or a node) fired after ``since_ns``, from the persisted fault state."""
     newest: tuple[int, str] | None = None
-    for path in (run_dir / "faults").glob("fired.rank*.json"):
+    for path in (run_dir / "faults").glob("fired.*.json"):
         with contextlib.suppress(json.JSONDecodeError, FileNotFoundError):
             for key, ns in json.loads(path.read_text()).items():
                 if int(ns) > since_ns and (newest is None or int(ns) > newest[0]):
@@ -25,15 +33,35 @@ def newest_fault_since(run_dir: Path, since_ns: int) -> str | None:
 
 
 def previous_start_ns(run_dir: Path, rank: int) -> int:
-    """When the previous process of this rank started (0 if none); records this start."""
-    path = run_dir / "faults" / f"start.rank{rank}.json"
+    """When this rank last entered training in an earlier process (0 if never); records this process's start."""
+    path = _entry_path(run_dir, rank)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         prev = int(json.loads(path.read_text())["ns"])
     except (FileNotFoundError, json.JSONDecodeError, KeyError):
         prev = 0
-    atomic_write_json(path, {"ns": time.time_ns()})
+    record_entry(run_dir, rank, time.time_ns())
     return prev
+
+
+def record_entry(run_dir: Path, rank: int, ns: int) -> None:
+    """This rank entered (or re-entered, after an in-process restart) the training function at ``ns``."""
+    atomic_write_json(_entry_path(run_dir, rank), {"ns": ns})
+
+
+def record_node_fault(run_dir: Path, key: str, ns: int) -> None:
+    """The local cluster's controller fired node fault ``key`` (``node-loss@40:1``) at ``ns``."""
+    path = run_dir / "faults" / NODE_FAULTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fired = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        fired = {}
+    atomic_write_json(path, {**fired, key: ns})
+
+
+def _entry_path(run_dir: Path, rank: int) -> Path:
+    return run_dir / "faults" / f"start.rank{rank}.json"
 
 
 def restart_layer(

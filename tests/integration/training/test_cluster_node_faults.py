@@ -121,3 +121,17 @@ def test_the_report_gives_each_lost_node_to_the_job_layer(runs):
         assert fault.recovery_s is not None and fault.recovery_s > 0
     layers = (by_kind["exception"].layer, by_kind["sigkill"].layer)
     assert layers == ("inprocess", "ft_launcher"), _restarts_told(runs["base"] / "faulted")
+
+
+def test_every_restart_names_the_fault_that_caused_it(runs):
+    """A restart's cause is the newest fault injected before it: a node lost after an in-process recovery is
+    ``node-loss``, not the exception recovered earlier (session 7's run said ``exception``)."""
+    from training.telemetry.events import read_events
+
+    newest, told = None, []
+    for e in read_events(runs["base"] / "faulted"):
+        if e["event"] == "fault_injected":
+            newest = e["kind"]
+        elif e["event"] == "restart_begin":
+            told.append((e["layer"], e["cause"], newest))
+    assert len(told) == 10 and all(cause == newest for _, cause, newest in told), told
