@@ -1,4 +1,5 @@
-"""Common room: small file helpers every other room uses (atomic JSON writes, sha256 of a file).
+"""Common room: small helpers every other room may use (atomic JSON writes, sha256 of a file, the CUDA device count
+without torch).
 
 Owns nothing else; it must stay free of torch and of every other room.
 May import: the standard library only.
