@@ -99,10 +99,6 @@ def synthesize(cfg: ProjectConfig, nproc: int, outdir: Path) -> Manifests:
     return Manifests.load(outdir)
 
 
-def _host_gpus() -> int:
-    return cuda_device_count()
-
-
 class LocalCluster:
     """The controller loop: creates pods, watches them, fires node faults, writes ``job.json``."""
 
@@ -151,7 +147,7 @@ class LocalCluster:
         self.t0 = opts.t0
         self.nodes = nodes  # node numbers, shared by the Jobs of one run (each pod on a node of its own)
         self.status_file = JOB_STATUS_FILE if job.indexed else f"{job.name}.job.json"
-        self.host_gpus = _host_gpus()
+        self.host_gpus = cuda_device_count()
 
     # -- pods ---------------------------------------------------------------------------------------------------
     def _start_pod(self, index: int, now: float) -> None:

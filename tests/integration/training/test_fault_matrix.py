@@ -233,8 +233,8 @@ def _committed_run(root: Path, name: str) -> tuple[subprocess.CompletedProcess[s
     """A copy, at ``root/name``, of one 10-step run that committed step 10 (run once, shared by the cells that then
     break its storage in their own ways)."""
     shared = root / "committed-10"
-    with _FIRST_RUN_LOCK:
-        if not (shared / "summary.json").is_file():
+    with _FIRST_RUN_LOCK:  # once, even if it failed: a second run would empty the directory another cell is copying
+        if root not in _FIRST_RUN:
             _FIRST_RUN[root] = local_run(shared, config=_config(), steps=10)
     shutil.copytree(shared, root / name)
     return _FIRST_RUN[root], root / name

@@ -35,7 +35,9 @@ def test_a_node_fault_is_the_cause_when_it_is_the_newest(tmp_path: Path) -> None
     assert newest_fault_since(tmp_path, 1000) is None
 
 
-def test_an_in_process_recovery_moves_the_next_process_s_horizon(tmp_path: Path) -> None:
+def test_an_in_process_recovery_moves_the_next_process_s_horizon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Session 7's report: after node-loss@100:0 the replacement of rank 0 said ``exception`` (the exception at step
     70 that rank 0 had already recovered in-process). Rank 0's record now holds its re-entry after that recovery."""
     assert previous_start_ns(tmp_path, 0) == 0  # the first process of rank 0 (records its start)
@@ -44,9 +46,8 @@ def test_an_in_process_recovery_moves_the_next_process_s_horizon(tmp_path: Path)
     entered = previous_start_ns(tmp_path, 0)  # the replacement pod's rank 0
     assert entered == 750
     layers = MODE_LAYERS[RecoveryMode("inprocess-ft")]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("JOB_ATTEMPT", "1")
-        mp.setenv("POD_LAUNCH_NS", "900")
-        assert restart_layer(layers, tmp_path, entered, 0, None) == ("job", "pod_failure")
-        record_node_fault(tmp_path, "node-loss@100:0", 800)
-        assert restart_layer(layers, tmp_path, entered, 0, None) == ("job", "node-loss")
+    monkeypatch.setenv("JOB_ATTEMPT", "1")
+    monkeypatch.setenv("POD_LAUNCH_NS", "900")
+    assert restart_layer(layers, tmp_path, entered, 0, None) == ("job", "pod_failure")
+    record_node_fault(tmp_path, "node-loss@100:0", 800)
+    assert restart_layer(layers, tmp_path, entered, 0, None) == ("job", "node-loss")
