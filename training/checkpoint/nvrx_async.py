@@ -107,6 +107,20 @@ _LIVE_NVRX: set[NvrxAsync] = set()
 _SPARE_WORKER: list[tuple[str, Any]] = []
 
 
+def plan_save(state_dict: dict[str, Any], writer: Any, cache: Any) -> tuple[Any, Any, Any]:
+    """NVRx's save plan of ``state_dict`` for ``writer``, reusing ``cache`` (a ``CheckpointMetadataCache``).
+
+    Without a cache every save plans anew with a collective (``reduce_scatter`` of the plans; 0.28-0.33 s per 1B
+    save on 2 x H200, most of the stall left after the warm-up). With one, NVRx compares each save's central plan
+    with the previous one and, once two agree, later saves skip the collective and reuse the central plan
+    (``enable_cache``). The cache belongs to one :class:`NvrxAsync`, so it never outlives a (re)start whose world
+    or model layout could differ. Returns NVRx's ``(writer, metadata, dist_wrapper)``.
+    """
+    from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import save_state_dict_async_plan
+
+    return save_state_dict_async_plan(state_dict, writer, enable_cache=True, metadata_cache=cache)[:3]
+
+
 def _stop_writer(caller: Any) -> None:
     """Kill and reap a ``PersistentAsyncCaller``'s worker, then clear it (its ``__del__`` then does nothing)."""
     process = getattr(caller, "process", None)
@@ -192,6 +206,7 @@ class NvrxAsync:
 
     def __init__(self, staging: NvrxStaging = "cuda-ipc") -> None:
         from nvidia_resiliency_ext.checkpointing.async_ckpt import core
+        from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import CheckpointMetadataCache
 
         self._core = core
         self.staging = staging
@@ -206,6 +221,8 @@ class NvrxAsync:
             if staging.endswith("-cached"):
                 self._writer_kwargs["use_cached_data_structure"] = True
         self.queue = core.AsyncCallsQueue(persistent=True, **queue_kwargs)
+        #: This path's save-plan cache (:func:`plan_save`); a fresh one at every (re)start.
+        self.plan_cache = CheckpointMetadataCache()
         #: Callers taken off the queue whose worker is not reaped yet (kept referenced: see :meth:`close`).
         self._dying: list[Any] = []
         #: True while a request is being handed to the worker (it may be busy though no call is queued yet).
@@ -263,14 +280,11 @@ class NvrxAsync:
         """Hand a save of ``state_dict`` to ``path`` to the writer; ``finalize`` runs once every rank has written.
         ``write_delay_s``: the writer sleeps that long first (slow-storage fault injection)."""
         from nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async import FileSystemWriterAsync
-        from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import (
-            save_state_dict_async_finalize,
-            save_state_dict_async_plan,
-        )
+        from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import save_state_dict_async_finalize
 
         t_plan = time.perf_counter()
         writer = FileSystemWriterAsync(path, **self._writer_kwargs)
-        writer, metadata, dist_wrapper = save_state_dict_async_plan(state_dict, writer)[:3]
+        writer, metadata, dist_wrapper = plan_save(state_dict, writer, self.plan_cache)
         parts = writer.get_save_function_and_args()
         # 0.4.x-0.7.x: (save_fn, preload_fn, args); older releases: (save_fn, args).
         save_fn, preload_fn, args = parts if len(parts) == 3 else (parts[0], None, parts[1])

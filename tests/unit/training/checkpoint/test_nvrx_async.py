@@ -97,19 +97,43 @@ print("busy writer stopped", not worker.is_alive(), len(nvrx_async._SPARE_WORKER
 third = NvrxAsync()
 print("fresh", not third.reused_worker, flush=True)
 drain(third)
+
+# The save plan: a collective while NVRx's cache is unproven, none once two plans of one layout agreed; a new
+# path (a restart) starts with an empty cache.
+import tempfile
+import torch
+from nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async import FileSystemWriterAsync
+from torch.distributed.checkpoint.utils import _DistWrapper
+
+collectives = []
+plain_reduce_scatter = _DistWrapper.reduce_scatter
+def counted(self, *args, **kwargs):
+    collectives.append(1)
+    return plain_reduce_scatter(self, *args, **kwargs)
+_DistWrapper.reduce_scatter = counted
+state = {"w": torch.arange(6.0).reshape(2, 3), "b": torch.zeros(4), "step": 7}
+plans = []
+for nvrx in (second, second, second, second, third):
+    before = len(collectives)
+    writer, _, _ = nvrx_async.plan_save(state, FileSystemWriterAsync(tempfile.mkdtemp()), nvrx.plan_cache)
+    plans.append(len(collectives) - before)
+print("plan collectives", *plans, flush=True)
 third.close()
 """
 
 
 def test_an_idle_nvrx_writer_is_reused_after_an_abandon_and_a_busy_one_is_not() -> None:
     """An in-process restart keeps the idle persistent writer (a fresh one stalled the next save ~5 s on an
-    H200), but never one that may still be writing for the failed iteration."""
+    H200), but never one that may still be writing for the failed iteration; the save plan is cached per path."""
     lines = _run_nvrx_script(NVRX_REUSE_SCRIPT, timeout_s=120).splitlines()
     assert "parked 1 True" in lines
     assert "reused True True" in lines
     assert "served 0" in lines
     assert "busy writer stopped True 0" in lines
     assert "fresh True" in lines
+    # NVRx's enable_cache: the 1st and 2nd plans reduce-scatter (the 2nd proves the layout unchanged), the 3rd and
+    # 4th reuse the plan; the next path's cache is empty again.
+    assert "plan collectives 1 1 0 0 1" in lines
 
 
 def test_nvrx_staging_modes_need_an_nvrx_that_has_them() -> None:
