@@ -592,6 +592,9 @@ class CheckpointConfig(_Strict):
     #: host memory; no CUDA in the worker); ``-cached`` reuses handles/buffers across saves. See
     #: docs/benchmarks.md for the measured stall of each.
     nvrx_staging: Literal["cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"] = "cuda-ipc"
+    #: Writer processes per rank in NVRx's async path (its ``thread_count``: one file and one forked writer each,
+    #: so a rank's share is written in parallel); the commit hashes those files in as many threads.
+    write_threads: int = Field(default=1, ge=1, le=32)
 
 
 class InprocessConfig(_Strict):

@@ -190,6 +190,7 @@ class Trainer:
                 self.world_size,
                 collective_timeout_s=checkpoint_timeout_s(self.cfg.inprocess),
                 nvrx_staging=self.cfg.checkpoint.nvrx_staging,
+                write_threads=self.cfg.checkpoint.write_threads,
                 memory_interval_steps=self.cfg.checkpoint.memory_interval_steps,
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))

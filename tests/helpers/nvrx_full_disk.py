@@ -1,9 +1,11 @@
 """Test-only entry (one process): an async save through NVRx's path on CPU tensors onto storage that is full.
 
-``python tests/helpers/nvrx_full_disk.py PORT RUN_DIR CKPT_ROOT {dev-full,as-is}``: ``dev-full`` points the shard's
-file at ``/dev/full`` (a real ENOSPC anywhere); ``as-is`` writes into CKPT_ROOT, e.g. on a full tmpfs. The training
-loop's per-step poll (``maybe_finalize``) runs until it raises; the script prints what it raised and the
-``ckpt_failed`` errors. :func:`run` starts it and returns its output.
+``python tests/helpers/nvrx_full_disk.py PORT RUN_DIR CKPT_ROOT {dev-full,as-is,threads}``: ``dev-full`` points the
+shard's file at ``/dev/full`` (a real ENOSPC anywhere); ``as-is`` writes into CKPT_ROOT, e.g. on a full tmpfs. The
+training loop's per-step poll (``maybe_finalize``) runs until it raises; the script prints what it raised and the
+``ckpt_failed`` errors. ``threads`` is the healthy case with 3 NVRx writer processes (``checkpoint.write_threads``):
+it prints the committed files and whether a restore brings the saved state back. :func:`run` starts it and returns
+its output.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -31,19 +34,36 @@ def main() -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     from tests.helpers.nvrx_cpu import CpuNvrx
     from tests.helpers.training_runs import tiny_app_state, tiny_train_step
-    from training.checkpoint.errors import CheckpointWriteError
     from training.checkpoint.manager import CheckpointManager
-    from training.telemetry.events import EventLog, read_events
+    from training.telemetry.events import EventLog
 
     if how == "dev-full":
         tmp = ckpt_root / "step_00000001.tmp"
         tmp.mkdir(parents=True)
         (tmp / "__0_0.distcp").symlink_to("/dev/full")  # NVRx's writer process hits a real ENOSPC on the shard
     events = EventLog(run_dir, 0)
-    mgr = CheckpointManager(ckpt_root, "async", 2, events, 0, 1, collective_timeout_s=10, nvrx=CpuNvrx())
+    threads = 3 if how == "threads" else 1
+    nvrx = CpuNvrx(write_threads=threads)
+    mgr = CheckpointManager(ckpt_root, "async", 2, events, 0, 1, collective_timeout_s=10, nvrx=nvrx)
     state = tiny_app_state(0)
     tiny_train_step(state)
     mgr.save(1, state)
+    if how == "threads":
+        _restore_after_commit(mgr, state, ckpt_root)
+    else:
+        _poll_until_it_raises(mgr, run_dir)
+    mgr.close(collective=False)
+    for child in multiprocessing.active_children():  # the parked writer, NVRx's write-results queue manager
+        child.terminate()
+        child.join()
+    os._exit(0)  # as training.train does: a parked PersistentAsyncCaller's __del__ would wait for its killed worker
+
+
+def _poll_until_it_raises(mgr: Any, run_dir: Path) -> None:
+    """The training loop's per-step poll until it raises; print what it raised and the ``ckpt_failed`` errors."""
+    from training.checkpoint.errors import CheckpointWriteError
+    from training.telemetry.events import read_events
+
     try:
         for _ in range(300):  # the training loop polls once per step
             mgr.maybe_finalize()
@@ -52,11 +72,28 @@ def main() -> None:
     except CheckpointWriteError as exc:
         print("maybe_finalize raised:", exc, flush=True)
     print("ckpt_failed:", [e["error"] for e in read_events(run_dir) if e["event"] == "ckpt_failed"], flush=True)
-    mgr.close(collective=False)
-    for child in multiprocessing.active_children():  # the parked writer, NVRx's write-results queue manager
-        child.terminate()
-        child.join()
-    os._exit(0)  # as training.train does: a parked PersistentAsyncCaller's __del__ would wait for its killed worker
+
+
+def _restore_after_commit(mgr: Any, state: Any, ckpt_root: Path) -> None:
+    """Wait for the save's commit, print its files, and restore it into a state trained one step further."""
+    import torch
+
+    from tests.helpers.training_runs import tiny_train_step
+
+    def weights() -> dict[str, Any]:
+        return {k: v.to_local().clone() for k, v in state.model.state_dict().items()}
+
+    saved = weights()
+    for _ in range(300):
+        mgr.maybe_finalize()
+        if (ckpt_root / "step_00000001").is_dir():
+            break
+        time.sleep(0.1)
+    print("files:", sorted(p.name for p in (ckpt_root / "step_00000001").iterdir()), flush=True)
+    tiny_train_step(state)  # the live weights move on; the restore must bring step 1's back
+    step = mgr.load_latest(state)
+    same = all(torch.equal(saved[k], v) for k, v in weights().items())
+    print("restored step", step, "same weights", same, flush=True)
 
 
 if __name__ == "__main__":

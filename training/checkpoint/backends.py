@@ -159,12 +159,14 @@ class Nvrx(Backend):
             self.nvrx.close(collective=collective)
 
 
-def make_backend(mode: str, *, delay_s: float, nvrx: NvrxAsync | None, staging: NvrxStaging) -> tuple[Backend, str]:
+def make_backend(
+    mode: str, *, delay_s: float, nvrx: NvrxAsync | None, staging: NvrxStaging, write_threads: int = 1
+) -> tuple[Backend, str]:
     """The backend for ``mode`` and a notice to print when it is a fallback (CPU: no NVRx async path)."""
     if mode == "sync":
         return Backend(delay_s), ""
     if nvrx is not None or nvrx_async_available():
-        return Nvrx(delay_s, nvrx or NvrxAsync(staging)), ""
+        return Nvrx(delay_s, nvrx or NvrxAsync(staging, write_threads=write_threads)), ""
     notice = (
         "no CUDA: NVRx async DCP (FileSystemWriterAsync + AsyncCallsQueue) needs CUDA, "
         "using torch.distributed.checkpoint.async_save instead"

@@ -51,6 +51,7 @@ class CheckpointManager:
         collective_timeout_s: float,
         write_delay_s: float | None = None,
         nvrx_staging: NvrxStaging = "cuda-ipc",
+        write_threads: int = 1,
         nvrx: NvrxAsync | None = None,
         memory_interval_steps: int = 0,
         per_node: int | None = None,
@@ -61,7 +62,9 @@ class CheckpointManager:
             raise ValueError("keep_last must be >= 1")
         self.root, self.mode, self.keep_last, self.events = Path(root), mode, keep_last, events
         self.rank, self.world_size = rank, world_size
-        self.io, self.notice = make_backend(mode, delay_s=write_delay(write_delay_s), nvrx=nvrx, staging=nvrx_staging)
+        self.io, self.notice = make_backend(
+            mode, delay_s=write_delay(write_delay_s), nvrx=nvrx, staging=nvrx_staging, write_threads=write_threads
+        )
         self.backend = self.io.name
         if self.notice and rank == 0:
             print(f"[checkpoint] {self.notice}", flush=True)

@@ -202,15 +202,17 @@ class NvrxAsync:
     ``staging``: ``cuda-ipc`` sends CUDA IPC handles and the worker copies to host (NVRx's default);
     ``cpu-shm`` copies into shared host memory in the trainer, so the worker needs no CUDA; ``-cached``
     reuses the handles (or shm buffers) across saves of the same layout. The non-default modes need NVRx 0.7.
+    ``write_threads``: NVRx's ``thread_count`` (``checkpoint.write_threads``).
     """
 
-    def __init__(self, staging: NvrxStaging = "cuda-ipc") -> None:
+    def __init__(self, staging: NvrxStaging = "cuda-ipc", *, write_threads: int = 1) -> None:
         from nvidia_resiliency_ext.checkpointing.async_ckpt import core
         from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import CheckpointMetadataCache
 
         self._core = core
         self.staging = staging
-        self._writer_kwargs: dict[str, bool] = {}
+        #: NVRx writer kwargs: ``thread_count`` (forked writer processes, one file each) and the staging flags.
+        self._writer_kwargs: dict[str, Any] = {"thread_count": write_threads}
         queue_kwargs: dict[str, bool] = {}
         if staging != "cuda-ipc":
             if "cpu_shm_mode" not in inspect.signature(core.AsyncCallsQueue.__init__).parameters:

@@ -80,3 +80,20 @@ def test_a_missing_or_damaged_marker_is_no_marker(tmp_path: Path) -> None:
     assert read_marker(ckpt) is None
     (ckpt / COMMIT_MARKER).unlink()
     assert read_marker(ckpt) is None
+
+
+def test_checksums_of_several_files_are_each_files_own(tmp_path: Path) -> None:
+    """Hashed in parallel (one file per NVRx writer), each sum still belongs to its file (known sha256 values)."""
+    from training.checkpoint.files import checksums
+
+    contents = {"__0_0.distcp": b"abc", "__0_1.distcp": b"", "__0_2.distcp": b"x" * (5 << 20), ".metadata": b"abc"}
+    for name, data in contents.items():
+        (tmp_path / name).write_bytes(data)
+    sums = checksums(sorted(tmp_path.iterdir()))
+    abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert sums["__0_0.distcp"] == {"sha256": abc, "bytes": 3}
+    assert sums[".metadata"] == {"sha256": abc, "bytes": 3}
+    empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    assert sums["__0_1.distcp"] == {"sha256": empty, "bytes": 0}
+    assert sums["__0_2.distcp"]["bytes"] == 5 << 20
+    assert sums["__0_2.distcp"]["sha256"] == "dba67a476fa78973aabb087f214a1010f3bebca053674e0af50dfe5a582112be"

@@ -149,7 +149,11 @@ def test_nvrx_staging_modes_need_an_nvrx_that_has_them() -> None:
         nvrx = NvrxAsync("cpu-shm-cached")
         try:
             assert nvrx.queue.cpu_shm_mode
-            assert nvrx._writer_kwargs == {"use_cpu_shm_for_gpu_tensors": True, "use_cached_data_structure": True}
+            assert nvrx._writer_kwargs == {
+                "thread_count": 1,
+                "use_cpu_shm_for_gpu_tensors": True,
+                "use_cached_data_structure": True,
+            }
         finally:
             nvrx.close(collective=False)
     else:
@@ -260,3 +264,11 @@ def test_the_writer_lets_go_of_the_trainers_tensors_once_they_are_copied() -> No
     assert alive() is None  # released right after the copy, while the request lives on
     with pytest.raises(CheckpointError, match="ran twice"):
         preload()
+
+
+def test_several_nvrx_writers_split_a_rank_into_files_that_commit_and_restore(tmp_path: Path) -> None:
+    """``checkpoint.write_threads: 3``: NVRx forks 3 writers for the rank, one file each; the commit hashes them all
+    and a restore brings the saved weights back."""
+    out = nvrx_full_disk.run(tmp_path, tmp_path / "ckpt", "threads")
+    assert "files: ['.metadata', 'COMMITTED', '__0_0.distcp', '__0_1.distcp', '__0_2.distcp']" in out
+    assert "restored step 1 same weights True" in out
