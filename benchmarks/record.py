@@ -26,6 +26,8 @@ from training.telemetry.events import read_events
 D2H_GBPS = 55.0
 KEYS = (
     "async_ckpt_efficiency_1b_300",
+    "async_ckpt_efficiency_1b_100",
+    "ckpt_commit_s_p50_1b_100",
     "ckpt_stall_s_first",
     "ckpt_stall_s_p50",
     "ckpt_stall_floor_s",

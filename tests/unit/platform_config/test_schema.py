@@ -81,6 +81,7 @@ def test_defaults_are_valid_and_documented_values() -> None:
         ({"job": {"mode": "magic"}}, "job.mode", "sync-ckpt"),
         ({"faults": {"schedule": "explode@3"}}, "faults.schedule", "kind@step[:rank]"),
         ({"checkpoint": {"nvrx_staging": "gds"}}, "checkpoint.nvrx_staging", "'cpu-shm-cached'"),
+        ({"checkpoint": {"write_threads": 0}}, "checkpoint.write_threads", "greater than or equal to 1"),
         ({"aws": {"region": "us-west-2", "availability_zone": "us-east-1a"}}, "aws", "not an AZ of region"),
         ({"aws": {"account": "12345"}}, "aws.account", "12-digit"),
         ({"cluster": {"endpoint_access": "public", "public_access_cidrs": []}}, "cluster", "public_access_cidrs"),
