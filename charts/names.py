@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import PurePosixPath
 
-from platform_config import ProjectConfig, RecoveryMode
+from platform_config import ProjectConfig, RecoveryMode, resolved_json
 
 #: Pod hostnames of an Indexed Job are ``<job>-<index>``; a DNS label holds at most 63 characters.
 _MAX_HOSTNAME = 63
@@ -67,3 +68,23 @@ def with_dataset_dir(cfg: ProjectConfig) -> ProjectConfig:
     if cfg.train.data_dir:
         return cfg
     return cfg.model_copy(update={"train": cfg.train.model_copy(update={"data_dir": dataset_dir(cfg)})})
+
+
+#: Label with the ConfigMap's content hash, so that a run's ConfigMaps can be listed (and old ones deleted) by selector.
+CONFIG_HASH_LABEL = "training.fsdp/config-hash"
+
+
+def config_payload(cfg: ProjectConfig) -> str:
+    """``config.json``: ``resolved_json(cfg)``, where an unset ``train.data_dir`` points at the dataset-preparation
+    Job's output (``charts.names.with_dataset_dir``)."""
+    return resolved_json(with_dataset_dir(cfg))
+
+
+def config_hash(cfg: ProjectConfig) -> str:
+    return hashlib.sha256(config_payload(cfg).encode()).hexdigest()[:10]
+
+
+def config_map_name(cfg: ProjectConfig) -> str:
+    """``<job_name>-config-<hash>``: one ConfigMap per configuration, so that a pod of a running Job (a replacement
+    included) never reads another run's settings after a later ``make submit`` applied its own."""
+    return f"{cfg.job.job_name}-config-{config_hash(cfg)}"

@@ -2,32 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from cdk8s_plus_36 import k8s
 from constructs import Construct
 
-from charts.names import CONFIG_KEY, group_labels, with_dataset_dir
-from platform_config import ProjectConfig, resolved_json
-
-#: Label with the content hash, so that a run's ConfigMaps can be listed (and old ones deleted) by selector.
-CONFIG_HASH_LABEL = "training.fsdp/config-hash"
-
-
-def config_payload(cfg: ProjectConfig) -> str:
-    """``config.json``: ``resolved_json(cfg)``, where an unset ``train.data_dir`` points at the dataset-preparation
-    Job's output (``charts.names.with_dataset_dir``)."""
-    return resolved_json(with_dataset_dir(cfg))
-
-
-def config_hash(cfg: ProjectConfig) -> str:
-    return hashlib.sha256(config_payload(cfg).encode()).hexdigest()[:10]
-
-
-def config_map_name(cfg: ProjectConfig) -> str:
-    """``<job_name>-config-<hash>``: one ConfigMap per configuration, so that a pod of a running Job (a replacement
-    included) never reads another run's settings after a later ``make submit`` applied its own."""
-    return f"{cfg.job.job_name}-config-{config_hash(cfg)}"
+from charts.names import CONFIG_HASH_LABEL, CONFIG_KEY, config_hash, config_map_name, config_payload, group_labels
+from platform_config import ProjectConfig
 
 
 class TrainingConfigMap(Construct):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from cdk8s_plus_36 import k8s
 
-from charts.names import CONFIG_DIR
-from charts.training_config_map import config_map_name
+from charts.names import CONFIG_DIR, config_map_name
 from platform_config import ProjectConfig
 
 CONFIG_VOLUME = "config"

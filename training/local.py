@@ -146,7 +146,7 @@ def launch(args: argparse.Namespace) -> int:
 def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> int:
     """``--nodes N``: the training Job's manifests on a local cluster of N pods (:mod:`training.cluster`)."""
     from training.cluster.network import ClusterUnavailable
-    from training.cluster.runner import ClusterOptions, run_cluster
+    from training.cluster.runner import ClusterOptions, prepare_manifests, run_cluster
 
     steps, nproc, faults, run_dir = _prepare(args, cfg)
     print(
@@ -165,11 +165,16 @@ def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> in
         backoff_scale=args.backoff_scale,
         timeout_s=args.timeout_s,
         progress_every=args.progress_every,
+        nvrx_version=args.nvrx_version,
+        manifests=args.manifests.resolve() if args.manifests else None,
     )
     t0 = time.monotonic()
     try:
+        if args.synth_only:
+            print(f"== manifests: {prepare_manifests(cfg, opts)[2]} ==", flush=True)
+            return 0
         status = run_cluster(cfg, opts)
-    except (ClusterUnavailable, ValueError) as err:
+    except (ClusterUnavailable, ValueError) as err:  # ManifestError is a ValueError
         print(f"== FAILED: {err} ==", file=sys.stderr, flush=True)
         return int(ExitCode.CONFIG)
     cond = status["conditions"][-1] if status["conditions"] else {"type": "?", "reason": "", "message": ""}
@@ -262,6 +267,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     cluster.add_argument("--node-replace-s", type=float, default=5.0, help="node loss -> replacement pod may start")
     cluster.add_argument("--backoff-scale", type=float, default=0.1, help="x Kubernetes' 10 s..6 min pod back-off")
     cluster.add_argument("--timeout-s", type=float, default=900.0, help="fail the Job after this long")
+    cluster.add_argument("--synth-only", action="store_true", help="synthesize the manifests, print where, stop")
+    cluster.add_argument("--manifests", type=Path, default=None, help="run these (--synth-only's) instead")
+    cluster.add_argument("--nvrx-version", default=None, help="the manifests' NVRx (default: the installed one)")
     return p.parse_args(argv)
 
 

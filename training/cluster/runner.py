@@ -61,6 +61,11 @@ class ClusterOptions:
     timeout_s: float = 900.0
     progress_every: int = 20
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: ``image.nvrx_version`` of the manifests (its ft_launcher flags); None = the installed NVRx's.
+    nvrx_version: str | None = None
+    #: Manifests synthesized earlier (``--synth-only``) to run instead of synthesizing: for a host without cdk8s
+    #: (jsii needs Node). Refused unless they were synthesized from this run's config.
+    manifests: Path | None = None
     #: Progress lines count seconds from here (the dataset Job and the training Job on one clock).
     t0: float = field(default_factory=time.monotonic)
 
@@ -80,14 +85,18 @@ def local_cluster_config(cfg: ProjectConfig, opts: ClusterOptions, in_pod_faults
         "inprocess": inprocess.model_dump(mode="json"),
         "ft": ft.model_dump(mode="json"),
         "faults": {"schedule": in_pod_faults},
-        "image": {"nvrx_version": nvrx_version()},
+        "image": {"nvrx_version": opts.nvrx_version or nvrx_version()},
         "job": {"mode": opts.mode.value, "rendezvous": cfg.local.rendezvous.model_dump(mode="json")},
     }
     return config_from_dict(deep_merge(deep_merge(data, update), opts.overrides), source="local cluster")
 
 
-def synthesize(cfg: ProjectConfig, nproc: int, outdir: Path) -> Manifests:
-    """``charts.main.build_app`` for ``nproc`` workers per pod, written to ``outdir`` and read back."""
+def synthesize(cfg: ProjectConfig, nproc: int, outdir: Path, prebuilt: Path | None = None) -> Manifests:
+    """``charts.main.build_app`` for ``nproc`` workers per pod, written to ``outdir`` and read back; or, with
+    ``prebuilt``, the manifests of that directory, refused unless their ConfigMap's name (it carries a hash of the
+    resolved config) is ``cfg``'s."""
+    if prebuilt is not None:
+        return _prebuilt(cfg, prebuilt, outdir)
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # jsii's banner on Node 20
     from charts.main import build_app
     from charts.topology import Topology
@@ -97,6 +106,25 @@ def synthesize(cfg: ProjectConfig, nproc: int, outdir: Path) -> Manifests:
         shutil.rmtree(outdir)
     build_app(cfg, str(outdir), environ={}, topology=topology).synth()
     return Manifests.load(outdir)
+
+
+def _prebuilt(cfg: ProjectConfig, prebuilt: Path, outdir: Path) -> Manifests:
+    from charts.names import config_map_name
+
+    if not prebuilt.is_dir() or not any(prebuilt.glob("*.yaml")):
+        raise ManifestError(f"--manifests {prebuilt}: no synthesized manifests (*.yaml) there")
+    if outdir.exists():
+        shutil.rmtree(outdir)
+    shutil.copytree(prebuilt, outdir)
+    manifests = Manifests.load(outdir)
+    want = config_map_name(cfg)
+    if want not in manifests.config_maps:
+        raise ManifestError(
+            f"--manifests {prebuilt} were synthesized from another config: this run's ConfigMap would be {want}, "
+            f"they hold {', '.join(sorted(manifests.config_maps)) or 'none'}; synthesize them with the same flags "
+            "and --synth-only"
+        )
+    return manifests
 
 
 class LocalCluster:
@@ -281,20 +309,30 @@ class LocalCluster:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
 
 
+def prepare_manifests(cfg: ProjectConfig, opts: ClusterOptions) -> tuple[ProjectConfig, Manifests, Path]:
+    """The local config, its manifests (synthesized, or ``opts.manifests`` checked) and their directory."""
+    from charts.names import job_name
+
+    local_cfg = local_cluster_config(cfg, opts, split_schedule(opts.faults, opts.nodes)[1])
+    state = opts.run_dir / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "config.json").write_text(json.dumps(local_cfg.model_dump(mode="json"), indent=1, sort_keys=True))
+    manifests = synthesize(local_cfg, opts.nproc, state / "manifests", opts.manifests)
+    name = job_name(local_cfg, opts.mode)
+    if name not in manifests.jobs:
+        raise ManifestError(f"no Job {name!r} among the synthesized manifests ({', '.join(manifests.jobs)})")
+    return local_cfg, manifests, state / "manifests"
+
+
 def run_cluster(cfg: ProjectConfig, opts: ClusterOptions) -> dict[str, Any]:
     """Synthesize; run the dataset-preparation Job to its end, then the training Job (what ``make submit`` does);
     clean the pods' layers. Returns the training Job's status (also in ``job.json``)."""
     from charts.names import dataset_job_name, job_name
 
-    node_faults, in_pod = split_schedule(opts.faults, opts.nodes)
-    local_cfg = local_cluster_config(cfg, opts, in_pod)
+    node_faults = split_schedule(opts.faults, opts.nodes)[0]
+    local_cfg, manifests, _ = prepare_manifests(cfg, opts)
     state = opts.run_dir / STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
-    (state / "config.json").write_text(json.dumps(local_cfg.model_dump(mode="json"), indent=1, sort_keys=True))
-    manifests = synthesize(local_cfg, opts.nproc, state / "manifests")
     name = job_name(local_cfg, opts.mode)
-    if name not in manifests.jobs:
-        raise ManifestError(f"no Job {name!r} among the synthesized manifests ({', '.join(manifests.jobs)})")
     network = ClusterNetwork()
     network.start()
     nodes = itertools.count(1)

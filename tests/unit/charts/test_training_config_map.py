@@ -3,8 +3,8 @@ import json
 
 import cdk8s
 
-from charts.names import CONFIG_KEY, dataset_dir
-from charts.training_config_map import TrainingConfigMap, config_map_name
+from charts.names import CONFIG_KEY, config_map_name, dataset_dir
+from charts.training_config_map import TrainingConfigMap
 from platform_config import config_from_dict, resolved_json
 
 

@@ -8,8 +8,7 @@ import pytest
 import yaml
 
 from charts.main import build_app
-from charts.names import job_name, service_name
-from charts.training_config_map import config_map_name
+from charts.names import config_map_name, job_name, service_name
 from platform_config import RecoveryMode
 from tests.unit.charts.conftest import make_cfg
 from training.cluster.manifest import ManifestError, Manifests, parse_job, quantity_bytes
