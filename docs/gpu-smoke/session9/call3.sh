@@ -10,7 +10,11 @@ export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
 export CUDA_VISIBLE_DEVICES=  # CPU workers (gloo), as on the CPU machines
 start=$(date +%s); t() { echo "== $1 at $(( $(date +%s) - start )) s"; }
-nproc; python3 -c "from training.common.gpus import cuda_device_count; print('probe', cuda_device_count())"
+# The GPU image has no iproute2: .gpu/bin/ip runs the CPU machine's ip (Debian 12) with its libraries.
+export PATH=$PWD/.gpu/bin:$PATH
+nproc; ip -V; for c in unshare nsenter mount chroot; do command -v $c; done
+unshare -n -- ip link show lo || { echo "no network namespaces here"; exit 3; }
+python3 -c "from training.common.gpus import cuda_device_count; print('probe', cuda_device_count())"
 for run in faulted:node-loss@40:1,exception@70:2,node-loss@100:0 clean: faulted2:node-loss@40:1,exception@70:2,node-loss@100:0; do
   name=${run%%:*}; faults=${run#*:}; synth=${name%2}
   timeout -k 5 170 python3 -m training.local --run-dir /tmp/c22-$synth --fresh --nodes 2 --nproc 2 --steps 140 \
