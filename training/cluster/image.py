@@ -107,9 +107,10 @@ class LocalImage:
         return out
 
     def container_env(self, venv_bin: Path | None = None) -> dict[str, str]:
-        """The image's environment and :data:`LOCAL_ENV`, with ``PATH`` = this venv first, then the system's (the
-        image's own ``PATH`` names where the image keeps its interpreter, which this machine does not have), and
-        this interpreter's ``PYTHONPATH`` entries after the image's."""
+        """The image's environment and :data:`LOCAL_ENV`, with ``PATH`` = this venv first, then the ``bin`` of each
+        ``PYTHONPATH`` entry that has one, then the system's (the image's own ``PATH`` names where the image keeps
+        its interpreter, which this machine does not have), and this interpreter's ``PYTHONPATH`` entries after the
+        image's."""
         venv = venv_bin or Path(sys.executable).parent
         env = {k: v for k, v in self.env.items() if k != "PATH"}
         # Packages this interpreter finds through PYTHONPATH (wheels installed with pip --target) are part of what
@@ -117,4 +118,6 @@ class LocalImage:
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != REPO]
         if extra:
             env["PYTHONPATH"] = os.pathsep.join([*filter(None, [env.get("PYTHONPATH")]), *extra])
-        return {"HOME": "/root", **env, **LOCAL_ENV, "PATH": f"{venv}:{SYSTEM_PATH}"}
+        # Their console scripts (ft_launcher) are where pip --target puts them: <target>/bin.
+        scripts = [str(Path(p) / "bin") for p in extra if (Path(p) / "bin").is_dir()]
+        return {"HOME": "/root", **env, **LOCAL_ENV, "PATH": ":".join([str(venv), *scripts, SYSTEM_PATH])}

@@ -62,9 +62,14 @@ def test_the_training_image_copies_what_the_pods_import(tmp_path, monkeypatch):
     assert env["OMP_NUM_THREADS"] == "1"
 
 
-def test_this_interpreters_extra_packages_follow_the_images_pythonpath(monkeypatch):
-    """Wheels installed with ``pip --target /tmp/site`` (the GPU machines' NVRx) stand in for the image's venv too;
-    the repository itself is the image's /workspace, so it is not added."""
-    monkeypatch.setenv("PYTHONPATH", f"/tmp/site:{REPO_ROOT}")
+def test_this_interpreters_extra_packages_follow_the_images_pythonpath(monkeypatch, tmp_path):
+    """Wheels installed with ``pip --target SITE`` (the GPU machines' NVRx) stand in for the image's venv too, their
+    console scripts (``SITE/bin/ft_launcher``) included; the repository itself is the image's /workspace, so it is
+    not added."""
+    site, no_scripts = tmp_path / "site", tmp_path / "plain"
+    (site / "bin").mkdir(parents=True)
+    no_scripts.mkdir()
+    monkeypatch.setenv("PYTHONPATH", f"{site}:{no_scripts}:{REPO_ROOT}")
     env = LocalImage("/workspace", {"PYTHONPATH": "/workspace"}).container_env(Path("/venv/bin"))
-    assert env["PYTHONPATH"] == "/workspace:/tmp/site"
+    assert env["PYTHONPATH"] == f"/workspace:{site}:{no_scripts}"
+    assert env["PATH"] == f"/venv/bin:{site}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
