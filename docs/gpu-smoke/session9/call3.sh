@@ -17,7 +17,7 @@ unshare -n -- ip link show lo || { echo "no network namespaces here"; exit 3; }
 python3 -c "from training.common.gpus import cuda_device_count; print('probe', cuda_device_count())"
 for run in faulted:node-loss@40:1,exception@70:2,node-loss@100:0 clean: faulted2:node-loss@40:1,exception@70:2,node-loss@100:0; do
   name=${run%%:*}; faults=${run#*:}; synth=${name%2}
-  timeout -k 5 170 python3 -m training.local --run-dir /tmp/c22-$synth --fresh --nodes 2 --nproc 2 --steps 140 \
+  timeout -k 5 130 python3 -m training.local --run-dir /tmp/c22-$synth --fresh --nodes 2 --nproc 2 --steps 140 \
     --node-replace-s 5 --faults "$faults" --manifests .gpu/c22-$synth > /tmp/c22-$name.txt 2>&1; echo "$name rc=$?"
   grep -E "^== |Job " /tmp/c22-$name.txt | cut -c1-300 | tail -4; cp /tmp/c22-$name.txt /tmp/c22-$synth/stdout.txt
   python3 -m training.telemetry.report /tmp/c22-$synth > $OUT/c22-$name.report.txt 2>&1
