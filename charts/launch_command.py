@@ -44,6 +44,7 @@ class NodeFiles:
     marker: str = "/tmp/training-unrecoverable"  # a worker's "fail the Job" exit code
     exit_log: str = "/tmp/training-exits"  # every worker exit of the current launch
     relaunch_log: str = "/tmp/training-relaunches"  # when the supervisor relaunched (the windowed budget)
+    prefork_socket: str = "/tmp/training-prefork.sock"  # the worker template's socket (``job.prefork_workers``)
 
 
 NODE_FILES = NodeFiles()
@@ -145,9 +146,10 @@ def worker_script(cfg: ProjectConfig, *, module: str = TRAINING_MODULE, files: N
     group while the supervisor polls for the marker. A SIGTERM from the launcher (which signals the whole process
     group) reaches the training process; the wrapper waits for it, so a stopped worker is logged too (143)."""
     codes = "|".join(str(c) for c in fail_job_exit_codes(cfg.ft.unrecoverable_exit_code))
+    python = f"python -m training.common.prefork run {module}" if cfg.job.prefork_workers else f"python -m {module}"
     return (
         "trap : TERM INT\n"
-        f'python -m {module} "$@"\nrc=$?\n'
+        f'{python} "$@"\nrc=$?\n'
         f'printf "%s %s %s %s\\n" "$(date +%s.%N)" "${{TORCHELASTIC_RESTART_COUNT:-0}}" "${{LOCAL_RANK:-0}}" "$rc"'
         f" >> {shlex.quote(files.exit_log)}\n"
         f'case "$rc" in {codes}) echo "$rc" > {shlex.quote(files.marker)}; kill -TERM "$PPID" 2>/dev/null;; esac\n'
@@ -230,6 +232,22 @@ def supervisor_script(
         *(["--in-job"] if MODE_LAYERS[mode].ft_launcher else []),
     ]
     wait = _seconds(cfg.job.rendezvous.join_timeout_s)
+    prefork = shlex.quote(files.prefork_socket)
+    template = (
+        [
+            f"export TRAINING_PREFORK_SOCKET={prefork}",
+            "prefork=",
+            """trap '[ -n "$prefork" ] && kill -KILL "$prefork" 2>/dev/null' EXIT  # not only as PID 1 (tests)""",
+            "start_prefork() {  # the worker template (training.common.prefork): the training code imported once",
+            '  if [ -z "$prefork" ] || ! kill -0 "$prefork" 2>/dev/null; then',
+            f"    python -m training.common.prefork serve --socket {prefork} &",
+            "    prefork=$!",
+            "  fi",
+            "}",
+        ]
+        if cfg.job.prefork_workers
+        else []
+    )
     return "\n".join(
         [
             "set -u",
@@ -252,8 +270,14 @@ def supervisor_script(
             "reap_leftovers() {  # as PID 1 of the pod: what a launch left (double-forked daemons) must not outlive it",
             "  if [ $$ = 1 ]; then kill -KILL -1 2>/dev/null; fi",
             "}",
+            *template,
             "while :; do",
             f"  rm -f {marker} {exits}",
+            *(
+                ["  start_prefork  # before the rendezvous wait: its imports overlap it"]
+                if cfg.job.prefork_workers
+                else []
+            ),
             '  if [ "$RDZV_IS_HOST" = false ]; then',
             f"    # The rendezvous host (index 0) may be starting or being replaced: wait up to {wait} s for it.",
             "    SECONDS=0",

@@ -530,6 +530,10 @@ class KubernetesJobConfig(_Strict):
     backoff_limit: int = Field(default=3, ge=0, description="counted pod failures allowed per index")
     rendezvous: RendezvousConfig = Field(default_factory=RendezvousConfig)
     relaunch: RelaunchBudget = Field(default_factory=RelaunchBudget)
+    #: Workers are forked by a per-pod template that imported the training code once (``training.common.prefork``),
+    #: so no worker start (a first launch, an ft_launcher restart, a relaunch) pays those imports; False: every
+    #: worker is a fresh ``python -m training.train``.
+    prefork_workers: bool = True
     #: ``tolerationSeconds`` for the ``node.kubernetes.io/not-ready`` and ``unreachable`` NoExecute taints: how long a
     #: training pod stays bound to a node that stopped answering before it is evicted (Kubernetes' default is 300 s;
     #: NCCL peers give up long before, so waiting longer only delays the replacement).

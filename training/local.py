@@ -43,10 +43,13 @@ from training.telemetry.progress import Progress
 SUMMARY_FILE = "summary.json"
 
 
-def worker_command(args: argparse.Namespace, mode: RecoveryMode, steps: int, faults: str) -> list[str]:
+def worker_command(
+    args: argparse.Namespace, mode: RecoveryMode, steps: int, faults: str, *, prefork: bool = False
+) -> list[str]:
+    """What the launcher runs per worker (after ``python``): ``-m training.train ...``, through the worker template's
+    stand-in (``-m training.common.prefork run training.train ...``) with ``prefork``."""
     cmd = [
-        "-m",
-        "training.train",
+        *(["-m", "training.common.prefork", "run", "training.train"] if prefork else ["-m", "training.train"]),
         "--run-dir",
         str(args.run_dir),
         "--mode",
@@ -103,7 +106,8 @@ def launch(args: argparse.Namespace) -> int:
             "PYTHONWARNINGS": "ignore",
         }
     )
-    worker = worker_command(args, mode, steps, faults)
+    prefork = cfg.job.prefork_workers
+    worker = worker_command(args, mode, steps, faults, prefork=prefork)
     ft = cfg.local.timeouts(cuda=cuda_device_count() > 0)[1]
     if layers.ft_launcher:
         ft_yaml = run_dir / "ft_launcher.yaml"
@@ -131,7 +135,12 @@ def launch(args: argparse.Namespace) -> int:
             launch_log.emit("launch", launcher=Path(launcher[0]).name, nproc=nproc, mode=mode.value, attempt=attempt)
             logf.write(f"== attempt {attempt}: {' '.join(launcher + worker)}\n")
             logf.flush()
-            rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)
+            # A pod's worker template (job.prefork_workers) lives and dies with the pod: one per attempt.
+            template = start_template(run_dir, env, logf) if prefork else None
+            try:
+                rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)
+            finally:
+                stop_template(template)
             remove_scope(scope)
             code, message = translate_launcher_exit(
                 rc, run_dir, cfg.ft.unrecoverable_exit_code, restarts_exhausted=layers.ft_launcher
@@ -182,6 +191,27 @@ def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> in
     code = 0 if cond["type"] == "Complete" else cfg.ft.unrecoverable_exit_code
     message = "" if code == 0 else f"Job {cond['type']}: {cond.get('reason')}: {cond.get('message')}"
     return finish(run_dir, steps, code, message, time.monotonic() - t0, cfg.ft.unrecoverable_exit_code)
+
+
+def start_template(run_dir: Path, env: dict[str, str], log: Any) -> subprocess.Popen:
+    """The worker template (:mod:`training.common.prefork`) of one launch; sets its socket in ``env`` for workers."""
+    from training.common.prefork import SOCKET_ENV
+
+    env[SOCKET_ENV] = path = f"/tmp/training-prefork-{os.getpid()}-{time.monotonic_ns()}.sock"
+    return subprocess.Popen(
+        [sys.executable, "-m", "training.common.prefork", "serve", "--socket", path], env=env, stdout=log, stderr=log
+    )
+
+
+def stop_template(template: subprocess.Popen | None) -> None:
+    if template is None:
+        return
+    template.terminate()
+    try:
+        template.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        template.kill()
+        template.wait()
 
 
 def finish(run_dir: Path, steps: int, code: int, message: str, wall: float, unrecoverable: int) -> int:

@@ -27,8 +27,22 @@ from typing import Any
 
 import torch
 
-#: Identifies this process in the metas it writes (a slot written by this process is "own memory").
-PROCESS_ID = uuid.uuid4().hex
+_PROCESS_ID = uuid.uuid4().hex
+
+
+def process_id() -> str:
+    """Identifies this process in the metas it writes (a slot written by this process is "own memory"). A fork (a
+    worker forked by :mod:`training.common.prefork`'s template) gets a new one: it holds none of its parent's
+    buffers."""
+    return _PROCESS_ID
+
+
+def _new_process_id() -> None:
+    global _PROCESS_ID
+    _PROCESS_ID = uuid.uuid4().hex
+
+
+os.register_at_fork(after_in_child=_new_process_id)
 #: Bytes hashed per task when a buffer's sha256 is computed (the chunks are hashed in parallel).
 HASH_CHUNK = 64 << 20
 _HASH_THREADS = max(1, min(4, os.cpu_count() or 1))

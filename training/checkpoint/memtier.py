@@ -29,11 +29,11 @@ import torch.distributed as dist
 from training.checkpoint import replica
 from training.checkpoint.collectives import all_gather, all_ok
 from training.checkpoint.hostbuf import (
-    PROCESS_ID,
     Slot,
     decode_meta,
     encode_meta,
     pinning_notice,
+    process_id,
     sha256_tensor,
     slots,
 )
@@ -128,7 +128,7 @@ class MemoryTier:
             "signature": layout.signature,
             "layout": layout,
             "skeleton": parts.skeleton,
-            "process": PROCESS_ID,
+            "process": process_id(),
         }
         stall = time.perf_counter() - t0
         job = threading.Thread(
@@ -211,7 +211,7 @@ class MemoryTier:
                     nbytes=meta["layout"].nbytes,
                     meta_len=slot.meta_path.stat().st_size,
                     slot=slot.index,
-                    live=meta["process"] == PROCESS_ID,
+                    live=meta["process"] == process_id(),
                 )
             )
         return found

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from training.common.prefork import LAUNCHER_PID_ENV
+
 #: Event name -> the extra fields it carries.
 EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "launch": ("launcher", "nproc", "mode"),  # the launcher started workers (job layer; starts the wall clock)
@@ -98,6 +100,9 @@ class EventLog:
             "event": event,
             **fields,
         }
+        # A worker forked by training.common.prefork: its launcher knows (and logs) its stand-in's pid.
+        if LAUNCHER_PID_ENV in os.environ:
+            record["launcher_pid"] = env_int(LAUNCHER_PID_ENV)
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -84,6 +84,12 @@ class Process:
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def launcher_pid(self) -> int | None:
+        """The pid its launcher knows it by (and logs): a forked worker's stand-in (``training.common.prefork``), else
+        its own."""
+        return next((e["launcher_pid"] for e in self.events if "launcher_pid" in e), self.pid)
+
+    @property
     def last(self) -> dict[str, Any]:
         return self.events[-1]
 

@@ -97,7 +97,7 @@ def silent_stops(events: list[dict[str, Any]], a: RunAnalysis, exits: list[Worke
             a.stopped[p.key] = explained.ts if explained.injected else ts
             continue
         a.stopped[p.key] = ts
-        cause, source = _cause(events, p, find_exit(exits, p.pid, p.host))
+        cause, source = _cause(events, p, find_exit(exits, p.launcher_pid, p.host))
         f = _uninjected(a, cause, ts, p.rank, source, host=p.host, pid=p.pid)
         recover(f, p.last, math.inf, a)
 

@@ -20,9 +20,9 @@ from tests.helpers.training_runs import local_run
 pytestmark = pytest.mark.integration
 
 
-def _run_processes(run_dir: Path) -> dict[int, tuple[int, set[str]]]:
-    """pid -> (parent pid, open sockets) of every process whose command line names ``run_dir``'s workers."""
-    found: dict[int, tuple[int, set[str]]] = {}
+def _processes() -> dict[int, tuple[int, str, set[str]]]:
+    """pid -> (parent pid, command line, open sockets) of every process."""
+    found: dict[int, tuple[int, str, set[str]]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -36,9 +36,13 @@ def _run_processes(run_dir: Path) -> dict[int, tuple[int, set[str]]]:
                     sockets.add(target)
         except OSError:  # the process ended meanwhile
             continue
-        if "training.train" in cmdline and str(run_dir) in cmdline:
-            found[int(entry)] = (ppid, sockets)
+        found[int(entry)] = (ppid, cmdline, sockets)
     return found
+
+
+def _worker_pids(run_dir: Path) -> set[int]:
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return {e["pid"] for e in events if e["event"] == "start" and e["rank"] >= 0}
 
 
 def _steps_logged(run_dir: Path) -> int:
@@ -61,18 +65,26 @@ def test_the_nvrx_monitor_daemon_holds_no_socket_of_its_worker(tmp_path: Path) -
         time.sleep(0.05)
     assert runner.is_alive(), "the run ended before its processes could be inspected"
     assert _steps_logged(run_dir) >= 3, "the run made no progress"
-    procs = _run_processes(run_dir)
-    # Rank monitors and workers have parents in this tree. Outside it are ft_launcher itself (its parent is
-    # training.local; it has children here) and NVRx's daemons (orphaned; no children).
-    parents = {ppid for ppid, _ in procs.values()}
-    daemons = {pid: info for pid, info in procs.items() if info[0] not in procs and pid not in parents}
-    others = {pid: info for pid, info in procs.items() if pid not in daemons}
-    assert len(daemons) == 2, f"expected one NVRx monitor daemon per worker, found {sorted(daemons)} in {procs}"
+    procs = _processes()
+    # The workers are forks of the run's worker template (training.common.prefork), so they and the NVRx daemons
+    # they fork carry the template's command line; the daemons are orphaned (double fork, new session): not the
+    # template, not a worker, not a child of either.
+    workers = _worker_pids(run_dir)
+    assert len(workers) == 2 and workers <= procs.keys(), workers
+    templates = {procs[w][0] for w in workers}
+    assert len(templates) == 1, f"the workers have different parents: {templates}"
+    (template,) = templates
+    daemons = {
+        pid: info
+        for pid, info in procs.items()
+        if info[1] == procs[template][1] and pid not in workers | templates and info[0] not in workers | templates
+    }
+    assert len(daemons) == 2, f"expected one NVRx monitor daemon per worker, found {sorted(daemons)}"
     shared = {
-        (worker, daemon): sorted(w_socks & d_socks)
-        for worker, (_, w_socks) in others.items()
-        for daemon, (_, d_socks) in daemons.items()
-        if w_socks & d_socks
+        (worker, daemon): sorted(procs[worker][2] & d_socks)
+        for worker in workers
+        for daemon, (_, _, d_socks) in daemons.items()
+        if procs[worker][2] & d_socks
     }
     assert not shared, f"sockets held by a worker and an NVRx monitor daemon: {shared}"
     runner.join(timeout=180)

@@ -63,7 +63,9 @@ def _kill_rank1_before(run_dir: Path, step: int, done: threading.Event) -> dict[
         if any(e["event"] == "step" and e["step"] == step - 1 for e in first):
             (start,) = [e for e in first if e["event"] == "start" and e["rank"] == 1]
             os.kill(start["pid"], signal.SIGKILL)
-            seen.update(pid=start["pid"], host=start["host"], killed_at=time.time())
+            # the pid ft_launcher logs: a forked worker's stand-in (training.common.prefork)
+            launcher_pid = start.get("launcher_pid", start["pid"])
+            seen.update(pid=start["pid"], launcher_pid=launcher_pid, host=start["host"], killed_at=time.time())
             return seen
         time.sleep(0.02)
     return seen
@@ -128,7 +130,9 @@ def test_a_worker_killed_from_outside_is_a_fault(runs) -> None:
     assert f["injected"] is False
     assert f["kind"] == "uninjected:sigkill", f  # read from ft_launcher's line for that pid in launcher.log
     assert (f["rank"], f["pid"], f["host"]) == (1, kill["pid"], kill["host"])
-    assert f"(pid: {kill['pid']})" in f["cause_source"] and "exitcode: -9" in f["cause_source"]
+    # ft_launcher logs the pid it started: the stand-in of the forked worker, which died by the same signal
+    assert kill["launcher_pid"] != kill["pid"]
+    assert f"(pid: {kill['launcher_pid']})" in f["cause_source"] and "exitcode: -9" in f["cause_source"]
     assert f["detection_s"] > 0 and f["recovery_s"] > 0 and f["layer"] == "ft_launcher"
     # killed once rank 0 had logged step 24: the fault is the step in flight, 25 (26 if rank 1 had finished 25)
     assert KILL_STEP - 1 <= done[-1] <= KILL_STEP and kill["killed_at"] > 0

@@ -143,9 +143,14 @@ def test_worker_script_marks_only_the_unrecoverable_code_and_stops_the_launcher(
     marker = tmp_path / "marker"
     code = cfg.ft.unrecoverable_exit_code
     script = lc.worker_script(cfg, module="platform_config.missing_module", files=files)
-    # python -m <missing module> exits 1: no marker, the launcher is left alone (it may restart the worker)
+    # python -m <missing module> (through the template's stand-in, which starts it cold here: no template) exits 1:
+    # no marker, the launcher is left alone (it may restart the worker)
+    assert "python -m training.common.prefork run platform_config.missing_module" in script
     assert _as_child(script) == (1, "-") and not marker.exists()
-    fake = script.replace("python -m platform_config.missing_module", f"exit_with() {{ return $1; }}; exit_with {code}")
+    fake = script.replace(
+        "python -m training.common.prefork run platform_config.missing_module",
+        f"exit_with() {{ return $1; }}; exit_with {code}",
+    )
     # the unrecoverable code: marker written and the launcher (the parent) told to stop before it can restart
     assert _as_child(fake) == (code, "TERM") and marker.read_text().strip() == str(code)
     assert shlex.quote(str(marker)) in script
@@ -205,3 +210,18 @@ def test_supervisor_records_the_launch_event_before_the_launcher(tmp_path, cfg, 
     got = (event["node"], event["attempt"], event["nproc"], event["mode"])
     assert got == (1, 2, topology.nproc_per_node, mode.value)
     assert event["launcher"] == ("ft_launcher" if MODE_LAYERS[mode].ft_launcher else "torchrun")
+
+
+def test_warm_workers_are_a_switch_of_the_pod_command(cfg):
+    """``job.prefork_workers`` (default on): the supervisor keeps a worker template per pod and each worker is its
+    stand-in; off, each worker is a cold ``python -m training.train`` and no template runs."""
+    topology = Topology.from_config(cfg)
+    on = lc.supervisor_script(cfg, RecoveryMode.INPROCESS_FT, topology)
+    assert "export TRAINING_PREFORK_SOCKET=/tmp/training-prefork.sock" in on
+    assert "python -m training.common.prefork serve --socket /tmp/training-prefork.sock &" in on
+    assert on.index("  start_prefork  #") < on.index("    until timeout 2 bash")  # imports overlap the host wait
+    assert 'python -m training.common.prefork run training.train "$@"' in lc.worker_script(cfg)
+    off_cfg = make_cfg(job={"prefork_workers": False})
+    off = lc.supervisor_script(off_cfg, RecoveryMode.INPROCESS_FT, Topology.from_config(off_cfg))
+    assert "prefork" not in off
+    assert 'python -m training.train "$@"' in lc.worker_script(off_cfg)

@@ -47,3 +47,19 @@ def test_a_slot_is_valid_only_with_an_intact_meta(tmp_path: Path) -> None:
     slot.write_meta(encode_meta({"step": 15, "owner": 3}))
     slot.invalidate()
     assert slot.read_meta() is None and not slot.meta_path.exists()
+
+
+def test_a_forked_process_gets_its_own_process_id() -> None:
+    """A worker forked by the prefork template must not take the template's (or a sibling's) snapshots for its own."""
+    import os
+
+    from training.checkpoint.hostbuf import process_id
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, process_id().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    assert len(child) == 32 and child != process_id()

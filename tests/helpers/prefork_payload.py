@@ -1,0 +1,38 @@
+"""Test-only module run as a worker through :mod:`training.common.prefork` (stdlib only, so a template warms nothing).
+
+``python -m tests.helpers.prefork_payload ACTION [ARG]``: prints its pid, parent pid, argv, ``PAYLOAD_ENV`` and working
+directory, then ``exit CODE``, ``kill SIGNAL`` (itself), ``term`` (waits for SIGTERM, then exits 143) or
+``sleep PIDFILE``
+(writes its pid to PIDFILE and sleeps) or ``spawn PIDFILE`` (starts a ``sleep`` child, writes the child's pid to
+PIDFILE and exits 0, leaving the child behind).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+if __name__ == "__main__":
+    action, arg = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
+    print(f"payload pid={os.getpid()} ppid={os.getppid()} argv={sys.argv[1:]} env={os.environ.get('PAYLOAD_ENV')}")
+    print(f"payload cwd={os.getcwd()} launcher={os.environ.get('TRAINING_LAUNCHER_PID')}", flush=True)
+    if action == "exit":
+        sys.exit(int(arg))
+    if action == "kill":
+        os.kill(os.getpid(), int(arg))
+    if action == "term":
+        signal.signal(signal.SIGTERM, lambda *_: (print("payload got SIGTERM", flush=True), os._exit(143)))
+        print("payload waiting", flush=True)
+        while True:
+            time.sleep(0.1)
+    if action == "spawn":
+        import subprocess
+
+        Path(arg).write_text(str(subprocess.Popen(["sleep", "120"]).pid))
+        sys.exit(0)
+    if action == "sleep":
+        Path(arg).write_text(str(os.getpid()))
+        time.sleep(120)

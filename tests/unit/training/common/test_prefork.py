@@ -1,0 +1,146 @@
+"""The worker template (:mod:`training.common.prefork`) with real processes, sockets and signals: a stand-in's
+worker is a fork of the template that ends as a cold ``python -m`` would, and never outlives its stand-in."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.training_runs import REPO_ROOT, child_env
+
+PAYLOAD = "tests.helpers.prefork_payload"
+
+
+def _template(sock: Path, *warm: str) -> subprocess.Popen:
+    """A template importing ``warm`` (stdlib-only modules here, so it is ready at once); waits until it is."""
+    argv = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", str(sock)]
+    for module in warm or ("json",):
+        argv += ["--warm", module]
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith(f"[prefork] template {proc.pid} ready at {sock}"), line
+    return proc
+
+
+@pytest.fixture
+def template(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    sock = tmp_path / "t.sock"
+    proc = _template(sock)
+    yield proc, sock
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _stand_in(sock: Path | None, *args: str, cwd: Path, **popen: object) -> subprocess.Popen:
+    env = {**child_env(), "PAYLOAD_ENV": "from-the-stand-in"}
+    if sock is not None:
+        env["TRAINING_PREFORK_SOCKET"] = str(sock)
+    argv = [sys.executable, "-m", "training.common.prefork", "run", PAYLOAD, *args]
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def test_the_worker_is_a_fork_of_the_template_with_the_stand_ins_argv_env_cwd_and_exit_code(template, tmp_path):
+    proc, sock = template
+    stand_in = _stand_in(sock, "exit", "7", cwd=tmp_path)
+    out, err = stand_in.communicate(timeout=30)
+    assert stand_in.returncode == 7
+    assert f"ppid={proc.pid} argv=['exit', '7'] env=from-the-stand-in" in out  # forked by the template
+    assert f"payload pid={stand_in.pid} " not in out
+    assert f"payload cwd={tmp_path} launcher={stand_in.pid}" in out  # what the worker's events name
+    assert "cold start" not in err
+
+
+def test_a_worker_killed_by_a_signal_ends_its_stand_in_by_the_same_signal(template, tmp_path):
+    _, sock = template
+    stand_in = _stand_in(sock, "kill", str(int(signal.SIGKILL)), cwd=tmp_path)
+    stand_in.communicate(timeout=30)
+    assert stand_in.returncode == -signal.SIGKILL  # what the launcher sees of an OOM-killed worker
+
+
+def test_sigterm_to_the_stand_in_reaches_the_worker(template, tmp_path):
+    _, sock = template
+    stand_in = _stand_in(sock, "term", cwd=tmp_path)
+    assert stand_in.stdout is not None
+    while "payload waiting" not in stand_in.stdout.readline():
+        pass
+    stand_in.send_signal(signal.SIGTERM)
+    out, _ = stand_in.communicate(timeout=30)
+    assert "payload got SIGTERM" in out
+    assert stand_in.returncode == 143
+
+
+def test_the_worker_dies_with_its_stand_in(template, tmp_path):
+    """The launcher SIGKILLs a worker's process group: the stand-in dies, and its forked worker must follow."""
+    _, sock = template
+    pidfile = tmp_path / "worker.pid"
+    stand_in = _stand_in(sock, "sleep", str(pidfile), cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline, "the worker never started"
+        time.sleep(0.05)
+    worker = int(pidfile.read_text())
+    stand_in.kill()
+    stand_in.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{worker}").exists() and "zombie" not in _state(worker):
+        assert time.monotonic() < deadline, f"worker {worker} outlived its stand-in"
+        time.sleep(0.05)
+
+
+def test_what_a_worker_left_running_ends_with_it(template, tmp_path):
+    """A worker's own children (NVRx's checkpoint writer, its monitor) are in its process group, which the stand-in
+    kills when the worker ends, as the launcher kills a cold worker's group."""
+    _, sock = template
+    pidfile = tmp_path / "grandchild.pid"
+    stand_in = _stand_in(sock, "spawn", str(pidfile), cwd=tmp_path)
+    stand_in.communicate(timeout=30)
+    assert stand_in.returncode == 0
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{grandchild}").exists() and "zombie" not in _state(grandchild):
+        assert time.monotonic() < deadline, f"the worker's child {grandchild} outlived it"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
+    except (FileNotFoundError, StopIteration):
+        return "gone"
+
+
+def test_without_a_template_the_worker_starts_cold_and_says_so(tmp_path):
+    stand_in = _stand_in(tmp_path / "nothing-listens.sock", "exit", "3", cwd=tmp_path)
+    out, err = stand_in.communicate(timeout=30)
+    assert stand_in.returncode == 3
+    assert f"payload pid={stand_in.pid} " in out  # exec'd in place: the stand-in became the worker
+    assert f"[prefork] cold start of {PAYLOAD}: no template at {tmp_path / 'nothing-listens.sock'}" in err
+
+
+def test_a_template_with_a_thread_refuses_to_fork_and_the_worker_starts_cold(tmp_path):
+    sock = tmp_path / "threaded.sock"
+    proc = _template(sock, "tests.helpers.prefork_thread")
+    try:
+        stand_in = _stand_in(sock, "exit", "0", cwd=tmp_path)
+        out, err = stand_in.communicate(timeout=30)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert stand_in.returncode == 0
+    assert f"payload pid={stand_in.pid} " in out
+    assert f"the template at {sock} refused: 2 threads after the imports" in err
+
+
+def test_the_template_removes_its_socket_on_sigterm(template):
+    proc, sock = template
+    assert sock.exists()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    assert not sock.exists()

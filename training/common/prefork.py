@@ -1,0 +1,319 @@
+"""Warm worker start: a per-node template process that has imported the training code forks each worker.
+
+A worker's cold start imports torch, DTensor, DCP and NVRx before it does anything: 1.8 CPU-s on the CPU machines,
+4-7 s on the GPU image, paid again by every worker of every launch and every ft_launcher restart. Here one template
+per node (pod) pays it once, off the restart path:
+
+- ``python -m training.common.prefork serve --socket PATH`` binds and listens on a Unix socket at once (a worker that
+  connects early waits in the backlog), then imports :data:`WARM_MODULES`, freezes the collector, and serves: for
+  each request it forks a child that becomes the worker, running the module as ``python -m`` would (``runpy``).
+  The template never initialises CUDA (a forked CUDA context is unusable) and holds no thread when it forks.
+- ``python -m training.common.prefork run MODULE ARGS...`` (the worker as the launcher sees it: a light process, stdlib
+  only) sends its argv, environment, working directory and standard streams (``SCM_RIGHTS``) to the template, and
+  stands in for the forked worker: it forwards SIGTERM/SIGINT/SIGHUP/SIGUSR1/SIGUSR2 to it and ends as it ended
+  (the same exit code, or killed by the same signal). The worker leads a process group of its own (it cannot join
+  the stand-in's, which is in another session), so what it starts (NVRx's checkpoint writer, its in-process
+  monitor) is signalled with it, and that group is killed when the worker ends, as the launcher kills a cold
+  worker's group; when the stand-in dies (the launcher SIGKILLs its group) the worker kills its group, watching
+  the stand-in through a pidfd.
+
+Without a template (no ``TRAINING_PREFORK_SOCKET``, nothing listening, or the template failed) ``run`` says so on
+stderr and starts the module cold (``exec``): a slower start, never a different run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+from collections.abc import Sequence
+
+#: The template's socket, for ``run`` (set by whoever started the template: the pod's supervisor, training.local).
+SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
+#: What the template imports before it serves (everything a worker imports before training).
+WARM_MODULES = ("training.train", "training.trainer")
+#: Set in the worker: its stand-in's pid, the pid its launcher started and logs (events carry it).
+LAUNCHER_PID_ENV = "TRAINING_LAUNCHER_PID"
+#: Signals the stand-in forwards to the worker.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+_HEADER = struct.Struct("!I")
+
+
+def _send_json(conn: socket.socket, obj: object, fds: Sequence[int] = ()) -> None:
+    data = json.dumps(obj).encode()
+    ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    conn.sendmsg([_HEADER.pack(len(data)) + data], ancillary)
+
+
+def _recv_exact(conn: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the peer closed the connection")
+        buf += chunk
+    return buf
+
+
+def _recv_json(conn: socket.socket, max_fds: int = 0) -> tuple[dict, list[int]]:
+    fds = array.array("i")
+    msg, ancdata, _, _ = conn.recvmsg(_HEADER.size, socket.CMSG_SPACE(max_fds * fds.itemsize) if max_fds else 0)
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    if len(msg) < _HEADER.size:
+        msg += _recv_exact(conn, _HEADER.size - len(msg))
+    (size,) = _HEADER.unpack(msg)
+    return json.loads(_recv_exact(conn, size)), list(fds)
+
+
+# ---- the stand-in (``run``) --------------------------------------------------------------------------------------
+
+
+def run(module: str, args: list[str]) -> int:
+    """Have the template fork ``python -m module args``; end as it ends. Starts it cold without a template."""
+    path = os.environ.get(SOCKET_ENV, "")
+    if not path:
+        return _cold(module, args, f"{SOCKET_ENV} is not set")
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        request = {"module": module, "args": args, "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}
+        _send_json(conn, request, fds=(0, 1, 2))
+        reply, _ = _recv_json(conn)
+    except OSError as err:
+        conn.close()
+        return _cold(module, args, f"no template at {path} ({err})")
+    if "error" in reply:
+        conn.close()
+        return _cold(module, args, f"the template at {path} refused: {reply['error']}")
+    group = int(reply["pid"])  # the worker leads its own process group
+    for sig in FORWARDED:
+        signal.signal(sig, lambda s, _f: _forward(group, s))
+    try:
+        status, _ = _recv_json(conn)
+    except (OSError, ConnectionError) as err:
+        _forward(group, signal.SIGKILL)
+        print(f"[prefork] lost the template while worker {group} ran ({err}): worker killed", file=sys.stderr)
+        return 1
+    _forward(group, signal.SIGKILL)  # what the worker left running, as the launcher does to a cold worker's group
+    return _end_as(int(status["status"]))
+
+
+def _forward(group: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, sig)
+
+
+def _end_as(wait_status: int) -> int:
+    """Exit as the worker did: its exit code, or the signal that killed it (so the launcher sees the same)."""
+    if os.WIFSIGNALED(wait_status):
+        sig = os.WTERMSIG(wait_status)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught, so never need resetting
+            signal.signal(sig, signal.SIG_DFL)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), sig)
+        return 128 + sig
+    return os.waitstatus_to_exitcode(wait_status)
+
+
+def _cold(module: str, args: list[str], why: str) -> int:
+    print(f"[prefork] cold start of {module}: {why}", file=sys.stderr, flush=True)
+    os.execv(sys.executable, [sys.executable, "-m", module, *args])
+    return 1  # not reached
+
+
+# ---- the template (``serve``) ------------------------------------------------------------------------------------
+
+
+def serve(path: str, modules: Sequence[str] = WARM_MODULES) -> int:
+    """Listen at ``path``, import ``modules``, then fork one worker per request until SIGTERM."""
+    import gc
+    import importlib
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)  # workers that connect from here on wait until the imports are done
+    wake_r, wake_w = os.pipe()  # signals wake the select loop (a SIGCHLD: a worker to reap; SIGTERM: stop)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    gc.disable()
+    for name in modules:
+        importlib.import_module(name)
+    gc.collect()
+    gc.freeze()
+    gc.enable()
+    refusal = _unforkable()
+    print(
+        f"[prefork] template {os.getpid()} ready at {path}" + (f" but refusing: {refusal}" if refusal else ""),
+        flush=True,
+    )
+    workers: dict[int, socket.socket] = {}
+    while not stop:
+        readable, _, _ = select.select([listener, wake_r], [], [])
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+            _reap(workers)
+        if listener in readable:
+            conn, _ = listener.accept()
+            _serve_one(conn, (listener, wake_r, wake_w), workers, refusal)
+    listener.close()
+    os.unlink(path)
+    return 0
+
+
+def _unforkable() -> str:
+    """Why forking here would hand workers a broken process ("" if it would not)."""
+    if threading.active_count() > 1:
+        return f"{threading.active_count()} threads after the imports"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA was initialised by the imports"
+    return ""
+
+
+def _serve_one(
+    conn: socket.socket, own: tuple[socket.socket, int, int], workers: dict[int, socket.socket], refusal: str
+) -> None:
+    """Fork a worker for the request on ``conn``; ``own`` (the listener, the wake-up pipe) is closed in the child."""
+    try:
+        request, fds = _recv_json(conn, max_fds=3)
+    except (OSError, ConnectionError, ValueError):
+        conn.close()
+        return
+    if refusal or len(fds) != 3:
+        _send_json(conn, {"error": refusal or f"expected 3 standard streams, got {len(fds)}"})
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+        return
+    pid = os.fork()
+    if pid == 0:  # the worker
+        signal.set_wakeup_fd(-1)
+        own[0].close()
+        os.close(own[1])
+        os.close(own[2])
+        for other in workers.values():
+            other.close()
+        conn.close()
+        code = 1
+        try:
+            code = _become_worker(request, fds)
+        finally:  # never back into the template's loop, whatever happened
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    workers[pid] = conn
+    _send_json(conn, {"pid": pid})
+
+
+def _reap(workers: dict[int, socket.socket]) -> None:
+    while workers:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = workers.pop(pid, None)
+        if conn is not None:
+            with contextlib.suppress(OSError):  # the stand-in is gone; so (by its watcher) is the worker
+                _send_json(conn, {"status": status})
+            conn.close()
+
+
+def _become_worker(request: dict, fds: list[int]) -> int:
+    """In the forked child: take the stand-in's streams, environment and directory, then run the module's main."""
+    os.setsid()  # a process group of its own: the stand-in signals it, and kills it at the end, as a whole
+    for sig in (signal.SIGCHLD, signal.SIGTERM, *FORWARDED):
+        signal.signal(sig, signal.SIG_DFL)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ[LAUNCHER_PID_ENV] = str(request["pid"])
+    os.chdir(request["cwd"])
+    if os.environ.get("PYTHONUNBUFFERED"):
+        sys.stdout.reconfigure(line_buffering=True, write_through=True)
+        sys.stderr.reconfigure(line_buffering=True, write_through=True)
+    _die_with(int(request["pid"]))
+    _fresh_process_state()
+    import runpy
+
+    # ``python -m MODULE ARGS`` as the interpreter runs it: the module's code as ``__main__`` (its imports are
+    # already in ``sys.modules``), ``sys.argv[0]`` its file.
+    sys.argv = [request["module"], *request["args"]]
+    try:
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code: object = 0
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _die_with(pid: int) -> None:
+    """SIGKILL this worker's process group once ``pid`` (its stand-in, which the launcher signals and kills) is gone."""
+    pidfd = os.pidfd_open(pid)
+
+    def watch() -> None:
+        select.select([pidfd], [], [])
+        os.killpg(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="prefork-stand-in-watch", daemon=True).start()
+
+
+def _fresh_process_state() -> None:
+    """What a fresh interpreter would have that a fork shares with its siblings: torch's seeds and thread count."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    torch.seed()  # a fresh process draws its own initial seed (training then seeds explicitly)
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="the template: import the training code, fork workers on request")
+    s.add_argument("--socket", required=True)
+    s.add_argument("--warm", action="append", help=f"a module to import first (repeatable; default {WARM_MODULES})")
+    r = sub.add_parser("run", help="a worker: have the template fork MODULE with ARGS (cold start without one)")
+    r.add_argument("module")
+    r.add_argument("args", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    if args.command == "serve":
+        return serve(args.socket, args.warm or WARM_MODULES)
+    return run(args.module, args.args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
