@@ -1,6 +1,6 @@
 """Start-up phases: launch -> first step, and the same phases again in an in-process restart.
 
-``python -m benchmarks.startup [--nproc N] [--steps 40] [--repeats 1] [--out runs/bench-startup]``
+``python -m benchmarks.startup [--nproc N] [--steps 40] [--repeats 1] [--cold] [--out runs/bench-startup]``
 
 One ``training.local`` run (mode ``inprocess-ft``) with ``exception@<steps/2>:<last rank>``. Every worker emits a
 ``phase`` event per start-up phase (``training.train.PHASES``); the table shows, per phase, the slowest rank's
@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--port", type=int, default=29800)
     p.add_argument("--out", type=Path, default=Path("runs/bench-startup"))
+    p.add_argument("--cold", action="store_true", help="job.prefork_workers off: every worker imports for itself")
     args = p.parse_args(argv)
 
     nproc, device = workers(args.nproc)
@@ -57,7 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     for rep in range(args.repeats):
         run_dir = args.out / f"run-{rep}"
         faults = f"exception@{args.steps // 2}:{nproc - 1}"
-        rc, _ = run_local(run_dir, mode="inprocess-ft", steps=args.steps, faults=faults, nproc=nproc, port=args.port)
+        overrides = {"job": {"prefork_workers": False}} if args.cold else None
+        rc, _ = run_local(
+            run_dir,
+            mode="inprocess-ft",
+            steps=args.steps,
+            faults=faults,
+            nproc=nproc,
+            port=args.port,
+            overrides=overrides,
+        )
         if rc:
             return rc
         runs.append(phases(run_dir))
@@ -67,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return statistics.median(values) if values else None
 
     rows: list[dict[str, Any]] = []
-    print(f"\nStart-up phases, {device}, slowest rank, median of {args.repeats} run(s)\n")
+    workers_start = "cold workers" if args.cold else "warm workers (job.prefork_workers)"
+    print(f"\nStart-up phases, {device}, {workers_start}, slowest rank, median of {args.repeats} run(s)\n")
     print("| phase | first start s | in-process restart s |")
     print("|---|---|---|")
     for phase in ("launcher", *PHASES, "total"):

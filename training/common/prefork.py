@@ -38,8 +38,9 @@ from collections.abc import Sequence
 
 #: The template's socket, for ``run`` (set by whoever started the template: the pod's supervisor, training.local).
 SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
-#: What the template imports before it serves (everything a worker imports before training).
-WARM_MODULES = ("training.train", "training.trainer")
+#: What the template imports before it serves: what a worker imports before training (``training.train.setup``
+#: imports torch._dynamo, 1.5 s of it on CPU; building NVRx's Wrapper imports its in-process package).
+WARM_MODULES = ("training.train", "training.trainer", "torch._dynamo", "nvidia_resiliency_ext.inprocess")
 #: Set in the worker: its stand-in's pid, the pid its launcher started and logs (events carry it).
 LAUNCHER_PID_ENV = "TRAINING_LAUNCHER_PID"
 #: Signals the stand-in forwards to the worker.
