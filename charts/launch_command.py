@@ -53,8 +53,9 @@ NODE_INDEX = "${JOB_COMPLETION_INDEX}"
 IS_HOST = "${RDZV_IS_HOST}"
 #: Seconds the supervisor gives a launcher to stop after SIGTERM (ft_launcher and torchrun give their workers 30 s).
 STOP_GRACE_S = 45
-#: ... and after its rendezvous host was replaced (the launcher is then blocked on a dead peer).
-HOST_MOVED_GRACE_S = 3
+#: ... and after its rendezvous host was replaced: the launcher is then blocked on the dead host in a C++ store call
+#: that does not see SIGTERM (seen ignoring it for the whole grace on the local cluster), so a short one.
+HOST_MOVED_GRACE_S = 1
 #: First NVRx release whose ft_launcher has ``--ft-no-restart-exit-code``.
 _NO_RESTART_FLAG_SINCE = (0, 7, 0)
 _SHELL_REF = re.compile(r"\$\{[A-Z_][A-Z0-9_]*\}")
@@ -268,7 +269,17 @@ def supervisor_script(
             '  kill -KILL "$launcher" 2>/dev/null',
             "}",
             "reap_leftovers() {  # as PID 1 of the pod: what a launch left (double-forked daemons) must not outlive it",
-            "  if [ $$ = 1 ]; then kill -KILL -1 2>/dev/null; fi",
+            *(
+                [
+                    "  # ... except the worker template, pristine (it only forks), so a relaunch pays no imports",
+                    "  if [ $$ = 1 ]; then",
+                    '    for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = "$prefork" ] || '
+                    "kill -KILL $p 2>/dev/null; done",
+                    "  fi",
+                ]
+                if cfg.job.prefork_workers
+                else ["  if [ $$ = 1 ]; then kill -KILL -1 2>/dev/null; fi"]
+            ),
             "}",
             *template,
             "while :; do",
