@@ -233,22 +233,31 @@ def supervisor_script(
         *(["--in-job"] if MODE_LAYERS[mode].ft_launcher else []),
     ]
     wait = _seconds(cfg.job.rendezvous.join_timeout_s)
-    prefork = shlex.quote(files.prefork_socket)
-    template = (
-        [
-            f"export TRAINING_PREFORK_SOCKET={prefork}",
+    # The worker template (job.prefork_workers): started before each launch if not running, spared by the reaping.
+    template: list[str] = []
+    start_template: list[str] = []
+    reap = ["  if [ $$ = 1 ]; then kill -KILL -1 2>/dev/null; fi"]
+    if cfg.job.prefork_workers:
+        sock = shlex.quote(files.prefork_socket)
+        template = [
+            f"export TRAINING_PREFORK_SOCKET={sock}",
             "prefork=",
             """trap '[ -n "$prefork" ] && kill -KILL "$prefork" 2>/dev/null' EXIT  # not only as PID 1 (tests)""",
             "start_prefork() {  # the worker template (training.common.prefork): the training code imported once",
             '  if [ -z "$prefork" ] || ! kill -0 "$prefork" 2>/dev/null; then',
-            f"    python -m training.common.prefork serve --socket {prefork} &",
+            f"    python -m training.common.prefork serve --socket {sock} &",
             "    prefork=$!",
             "  fi",
             "}",
         ]
-        if cfg.job.prefork_workers
-        else []
-    )
+        start_template = ["  start_prefork  # before the rendezvous wait: its imports overlap it"]
+        reap = [
+            "  # ... except the worker template, pristine (it only forks), so a relaunch pays no imports",
+            "  if [ $$ = 1 ]; then",
+            '    for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = "$prefork" ] || '
+            "kill -KILL $p 2>/dev/null; done",
+            "  fi",
+        ]
     return "\n".join(
         [
             "set -u",
@@ -269,26 +278,12 @@ def supervisor_script(
             '  kill -KILL "$launcher" 2>/dev/null',
             "}",
             "reap_leftovers() {  # as PID 1 of the pod: what a launch left (double-forked daemons) must not outlive it",
-            *(
-                [
-                    "  # ... except the worker template, pristine (it only forks), so a relaunch pays no imports",
-                    "  if [ $$ = 1 ]; then",
-                    '    for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = "$prefork" ] || '
-                    "kill -KILL $p 2>/dev/null; done",
-                    "  fi",
-                ]
-                if cfg.job.prefork_workers
-                else ["  if [ $$ = 1 ]; then kill -KILL -1 2>/dev/null; fi"]
-            ),
+            *reap,
             "}",
             *template,
             "while :; do",
             f"  rm -f {marker} {exits}",
-            *(
-                ["  start_prefork  # before the rendezvous wait: its imports overlap it"]
-                if cfg.job.prefork_workers
-                else []
-            ),
+            *start_template,
             '  if [ "$RDZV_IS_HOST" = false ]; then',
             f"    # The rendezvous host (index 0) may be starting or being replaced: wait up to {wait} s for it.",
             "    SECONDS=0",

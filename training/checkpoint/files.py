@@ -61,10 +61,11 @@ def checksums(files: list[Path]) -> dict[str, dict[str, Any]]:
     """``{file name: {"sha256", "bytes"}}`` of ``files``, hashed in parallel (hashlib releases the GIL), one
     thread per file up to :data:`HASH_THREADS`: a rank written by ``checkpoint.write_threads`` writers has as many
     files, and one thread hashes at about 1.5-2 GB/s."""
-    if len(files) <= 1:
-        return {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size} for f in files}
-    with ThreadPoolExecutor(min(len(files), HASH_THREADS), thread_name_prefix="checkpoint-hash") as pool:
-        sums = list(pool.map(sha256_file, files))
+    if len(files) > 1:
+        with ThreadPoolExecutor(min(len(files), HASH_THREADS), thread_name_prefix="checkpoint-hash") as pool:
+            sums = list(pool.map(sha256_file, files))
+    else:
+        sums = [sha256_file(f) for f in files]
     return {f.name: {"sha256": s, "bytes": f.stat().st_size} for f, s in zip(files, sums, strict=True)}
 
 

@@ -113,10 +113,7 @@ def _prebuilt(cfg: ProjectConfig, prebuilt: Path, outdir: Path) -> Manifests:
 
     if not prebuilt.is_dir() or not any(prebuilt.glob("*.yaml")):
         raise ManifestError(f"--manifests {prebuilt}: no synthesized manifests (*.yaml) there")
-    if outdir.exists():
-        shutil.rmtree(outdir)
-    shutil.copytree(prebuilt, outdir)
-    manifests = Manifests.load(outdir)
+    manifests = Manifests.load(prebuilt)
     want = config_map_name(cfg)
     if want not in manifests.config_maps:
         raise ManifestError(
@@ -124,6 +121,9 @@ def _prebuilt(cfg: ProjectConfig, prebuilt: Path, outdir: Path) -> Manifests:
             f"they hold {', '.join(sorted(manifests.config_maps)) or 'none'}; synthesize them with the same flags "
             "and --synth-only"
         )
+    if outdir.exists():
+        shutil.rmtree(outdir)
+    shutil.copytree(prebuilt, outdir)  # beside the run, as a synthesized run keeps its own
     return manifests
 
 

@@ -80,6 +80,8 @@ class EventLog:
         self.iteration = 0
         #: Callables that get every record after it is written (e.g. the CloudWatch EMF emitter).
         self.sinks: list[Callable[[dict[str, Any]], None]] = []
+        #: A worker forked by training.common.prefork: the pid its launcher knows (and logs), its stand-in's.
+        self.launcher_pid = env_int(LAUNCHER_PID_ENV) if LAUNCHER_PID_ENV in os.environ else None
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event; unknown event names are a programming error."""
@@ -100,9 +102,8 @@ class EventLog:
             "event": event,
             **fields,
         }
-        # A worker forked by training.common.prefork: its launcher knows (and logs) its stand-in's pid.
-        if LAUNCHER_PID_ENV in os.environ:
-            record["launcher_pid"] = env_int(LAUNCHER_PID_ENV)
+        if self.launcher_pid is not None:
+            record["launcher_pid"] = self.launcher_pid
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
