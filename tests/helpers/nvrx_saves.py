@@ -1,11 +1,14 @@
-"""Test-only entry (one process): an async save through NVRx's path on CPU tensors onto storage that is full.
+"""Test-only entry (one process): an async save through NVRx's path on CPU tensors, healthy, onto a full disk, or
+interrupted by an in-process restart.
 
-``python tests/helpers/nvrx_full_disk.py PORT RUN_DIR CKPT_ROOT {dev-full,as-is,threads}``: ``dev-full`` points the
+``python tests/helpers/nvrx_saves.py PORT RUN_DIR CKPT_ROOT {dev-full,as-is,threads,restart}``: ``dev-full`` points the
 shard's file at ``/dev/full`` (a real ENOSPC anywhere); ``as-is`` writes into CKPT_ROOT, e.g. on a full tmpfs. The
 training loop's per-step poll (``maybe_finalize``) runs until it raises; the script prints what it raised and the
 ``ckpt_failed`` errors. ``threads`` is the healthy case with 3 NVRx writer processes (``checkpoint.write_threads``):
-it prints the committed files and whether a restore brings the saved state back. :func:`run` starts it and returns
-its output.
+it prints the committed files and whether a restore brings the saved state back. ``restart``: an in-process restart
+(``abandon_async_saves``) while a slow write is in flight, then the next iteration's restore and save of the same
+step on the writer it reuses; it prints the writer pids, the stale wait and the committed step's restore. :func:`run`
+starts it and returns its output.
 """
 
 from __future__ import annotations
@@ -44,12 +47,17 @@ def main() -> None:
     events = EventLog(run_dir, 0)
     threads = 3 if how == "threads" else 1
     nvrx = CpuNvrx(write_threads=threads)
-    mgr = CheckpointManager(ckpt_root, "async", 2, events, 0, 1, collective_timeout_s=10, nvrx=nvrx)
+    delay = 2.0 if how == "restart" else None
+    mgr = CheckpointManager(
+        ckpt_root, "async", 2, events, 0, 1, collective_timeout_s=10, nvrx=nvrx, write_delay_s=delay
+    )
     state = tiny_app_state(0)
     tiny_train_step(state)
     mgr.save(1, state)
     if how == "threads":
         _restore_after_commit(mgr, state, ckpt_root)
+    elif how == "restart":
+        mgr = _restart_during_the_write(mgr, state, ckpt_root, events, run_dir)
     else:
         _poll_until_it_raises(mgr, run_dir)
     mgr.close(collective=False)
@@ -72,6 +80,30 @@ def _poll_until_it_raises(mgr: Any, run_dir: Path) -> None:
     except CheckpointWriteError as exc:
         print("maybe_finalize raised:", exc, flush=True)
     print("ckpt_failed:", [e["error"] for e in read_events(run_dir) if e["event"] == "ckpt_failed"], flush=True)
+
+
+def _restart_during_the_write(mgr: Any, state: Any, ckpt_root: Path, events: Any, run_dir: Path) -> Any:
+    """What an in-process restart does to a save in flight on the NVRx path: the failed iteration's teardown and
+    the in-process layer's hook abandon it, its writer is kept and finishes the write, and the next iteration
+    restores (deleting the unfinished directory) and saves the same step again on that writer, waiting for the old
+    write first; the save then commits and restores."""
+    from tests.helpers.nvrx_cpu import CpuNvrx
+    from training.checkpoint.manager import CheckpointManager, abandon_async_saves
+    from training.telemetry.events import read_events
+
+    writer = mgr.io.nvrx.queue.persistent_caller.process
+    mgr.close(collective=False)  # the failed iteration's teardown, step 1's write sleeping in the writer
+    abandon_async_saves()  # the in-process layer's hook
+    again = CheckpointManager(ckpt_root, "async", 2, events, 0, 1, collective_timeout_s=10, nvrx=CpuNvrx())
+    reused = again.io.nvrx.queue.persistent_caller.process
+    print("writer kept", writer.pid == reused.pid, "owes", again.io.nvrx.parked.stale > 0, flush=True)
+    print("restored before", again.load_latest(state), flush=True)  # nothing committed yet: a fresh start
+    again.save(1, state)
+    _restore_after_commit(again, state, ckpt_root)
+    staged = [e for e in read_events(run_dir) if e["event"] == "ckpt_staged"]
+    print("stale wait", [e.get("stale_wait_s", 0) > 0 for e in staged], flush=True)
+    print("writer alive", reused.is_alive(), flush=True)
+    return again
 
 
 def _restore_after_commit(mgr: Any, state: Any, ckpt_root: Path) -> None:

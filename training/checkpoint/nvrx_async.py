@@ -12,6 +12,7 @@ import inspect
 import queue
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -101,10 +102,53 @@ def _delayed_write(delay_s: float, save_fn: Callable[..., None], *args: Any) -> 
 #: Every NVRx async path not closed yet (see :func:`abandon_nvrx_saves`). Strong references on purpose: an
 #: abandoned queue collected before its worker is reaped would finalize collectively in ``__del__``.
 _LIVE_NVRX: set[NvrxAsync] = set()
-#: At most one idle NVRx writer process (``(staging, PersistentAsyncCaller)``) kept when its queue was abandoned,
-#: for the next :class:`NvrxAsync` of this process: starting a fresh one (a spawned interpreter that imports
-#: torch and initialises CUDA) stalled the first save after every in-process restart by ~5 s on an H200.
-_SPARE_WORKER: list[tuple[str, Any]] = []
+
+
+@dataclass
+class ParkedWriter:
+    """An NVRx writer process (a ``PersistentAsyncCaller``) kept across an in-process restart for the next
+    :class:`NvrxAsync` of this process: starting a fresh one (a spawned interpreter that imports torch and
+    initialises CUDA) stalled the first save after every in-process restart by ~5.5 s on an H200.
+
+    ``stale``: requests of the abandoned iteration that the writer had not completed when it was parked (a write
+    in flight, or its own start-up's warm-up requests). It finishes them first, in order; their completions are no
+    one's to finalize and are taken off its queue by :meth:`settle`. ``results``: the abandoned iteration's NVRx
+    write-results queue, kept referenced until then (its manager process shuts down when the last reference goes,
+    and a write putting its results into a dead queue would kill the writer).
+    """
+
+    staging: str
+    caller: Any
+    stale: int = 0
+    results: Any = None
+
+    def settle(self, wait_s: float = 0.0) -> bool:
+        """Take the stale completions off the writer's queue, waiting up to ``wait_s``; True once none is left.
+        Raises :class:`CheckpointWriteError` if the writer process died first."""
+        deadline = time.monotonic() + wait_s
+        while self.stale:
+            try:
+                self.caller.comp_q.get(timeout=FINALIZE_POLL_S) if wait_s > 0 else self.caller.comp_q.get_nowait()
+                self.stale -= 1
+                continue
+            except queue.Empty:
+                pass
+            if not self.caller.process.is_alive() and self.caller.comp_q.empty():
+                raise CheckpointWriteError(
+                    f"the NVRx checkpoint writer process died (exit code {self.caller.process.exitcode}) while "
+                    "finishing the writes of the iteration before the restart"
+                )
+            if time.monotonic() >= deadline:
+                return False
+        self.results = None
+        return True
+
+
+#: At most one NVRx writer process kept when its queue was abandoned (see :class:`ParkedWriter`).
+_SPARE_WORKER: list[ParkedWriter] = []
+#: How long a save waits for a reused writer to finish the abandoned iteration's writes before it fails (the
+#: normal back-pressure wait on a save in flight has the same bound, ``commit.PEER_WAIT_S``).
+STALE_WRITE_WAIT_S = 600.0
 
 
 def plan_save(state_dict: dict[str, Any], writer: Any, cache: Any) -> tuple[Any, Any, Any]:
@@ -130,23 +174,23 @@ def _stop_writer(caller: Any) -> None:
         caller.process = None
 
 
-def _take_spare_worker(staging: str) -> Any | None:
+def _take_spare_worker(staging: str) -> ParkedWriter | None:
     """The parked writer if it is alive and was started for ``staging``; anything else is stopped."""
     if not _SPARE_WORKER:
         return None
-    kept, caller = _SPARE_WORKER.pop()
-    process = getattr(caller, "process", None)
-    if kept == staging and process is not None and process.is_alive():
-        return caller
-    _stop_writer(caller)
+    parked = _SPARE_WORKER.pop()
+    process = getattr(parked.caller, "process", None)
+    if parked.staging == staging and process is not None and process.is_alive():
+        return parked
+    _stop_writer(parked.caller)
     return None
 
 
-def _park_writer(staging: str, caller: Any) -> None:
-    """Keep an idle writer for the next :class:`NvrxAsync` of this process (stopping any older one)."""
+def _park_writer(parked: ParkedWriter) -> None:
+    """Keep a writer for the next :class:`NvrxAsync` of this process (stopping any older one)."""
     while _SPARE_WORKER:
-        _stop_writer(_SPARE_WORKER.pop()[1])
-    _SPARE_WORKER.append((staging, caller))
+        _stop_writer(_SPARE_WORKER.pop().caller)
+    _SPARE_WORKER.append(parked)
 
 
 def abandon_nvrx_saves() -> int:
@@ -159,10 +203,37 @@ def abandon_nvrx_saves() -> int:
     for nvrx in live:
         nvrx.close(collective=False)
     if live or nvrx_async_available():
-        NvrxAsync._reset_write_results()  # even with nothing open: a dying worker may still have put a result
+        reset_write_results()  # even with nothing open: a dying worker may still have put a result
     if torch.cuda.is_initialized():  # blocks a writer has released wait in torch's IPC limbo until collected
         torch.cuda.ipc_collect()
     return len(live)
+
+
+def reset_write_results() -> None:
+    """Replace NVRx's process-wide write-results queue by a fresh one (created by the next save).
+
+    ``FileSystemWriterAsync`` hands results over through one module-level queue and every finalize takes
+    the *oldest* entry. A result of an abandoned save - already queued, or put by a worker that was dying
+    while it was drained - would be taken by the next save's finalize, whose ``.metadata`` then points at
+    the wrong bytes (seen on 2 x H200 after in-process restarts: a checksummed checkpoint that failed to
+    unpickle, and later a commit refused by :func:`storage_layout_error`).
+    """
+
+    from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
+
+    results = getattr(filesystem_async, "_results_queue", None)
+    filesystem_async._results_queue = None
+    dropped = 0
+    while results is not None:
+        try:
+            results.get_nowait()
+            dropped += 1
+        except queue.Empty:
+            break
+        except (OSError, EOFError):  # the queue's manager process is gone: nothing can be taken from it
+            break
+    if dropped:
+        print(f"[checkpoint] dropped {dropped} stale NVRx write result(s) of an abandoned save", flush=True)
 
 
 def writer_done(caller: Any) -> bool:
@@ -233,12 +304,15 @@ class NvrxAsync:
         #: ``handoff_s`` (queueing the request and waiting for the writer's device-to-host copy).
         self.last_timings: dict[str, float] = {}
         _LIVE_NVRX.add(self)
-        spare = _take_spare_worker(staging)
-        #: Whether this path reuses the idle writer of an abandoned one (an in-process restart).
-        self.reused_worker = spare is not None
-        if spare is not None:
-            self.queue.persistent_caller = spare
-            print(f"[checkpoint] reusing the idle NVRx writer process (pid {spare.process.pid})", flush=True)
+        #: The writer of an abandoned path (an in-process restart) that this one reuses, with what it still owes
+        #: the abandoned iteration; ``None`` for a fresh writer.
+        self.parked = _take_spare_worker(staging)
+        self.reused_worker = self.parked is not None
+        if self.parked is not None:
+            self.queue.persistent_caller = self.parked.caller
+            pid, owed = self.parked.caller.process.pid, self.parked.stale
+            owes = f", which first finishes {owed} request(s) of the iteration before" if owed else ""
+            print(f"[checkpoint] reusing the NVRx writer process (pid {pid}){owes}", flush=True)
             # The writer may cache tensors of the failed iteration (``-cached`` staging): make the next save
             # send this iteration's tensors, as NVRx does itself for a fresh worker.
             for callback in getattr(core.PersistentAsyncCaller, "_worker_restart_callbacks", ()):
@@ -285,6 +359,12 @@ class NvrxAsync:
         from nvidia_resiliency_ext.checkpointing.async_ckpt.state_dict_saver import save_state_dict_async_finalize
 
         t_plan = time.perf_counter()
+        if not self._settled(STALE_WRITE_WAIT_S):  # before the plan's collective: every rank gets here
+            raise CheckpointWriteError(
+                f"the reused NVRx writer did not finish the writes of the iteration before the restart within "
+                f"{STALE_WRITE_WAIT_S:g} s"
+            )
+        t_settled = time.perf_counter()
         writer = FileSystemWriterAsync(path, **self._writer_kwargs)
         writer, metadata, dist_wrapper = plan_save(state_dict, writer, self.plan_cache)
         parts = writer.get_save_function_and_args()
@@ -304,9 +384,11 @@ class NvrxAsync:
         t_handoff = time.perf_counter()
         self._schedule(self._core.AsyncRequest(**kwargs))
         self.last_timings = {
-            "plan_s": round(t_handoff - t_plan, 6),
+            "plan_s": round(t_handoff - t_settled, 6),
             "handoff_s": round(time.perf_counter() - t_handoff, 6),
         }
+        if t_settled - t_plan > 0.001:
+            self.last_timings["stale_wait_s"] = round(t_settled - t_plan, 6)
 
     def finalize(
         self,
@@ -328,13 +410,19 @@ class NvrxAsync:
         CPU) skips NVRx's agreement, whose ``all_reduce`` runs on a CUDA tensor.
         """
         if not blocking:
+            if self.queue.async_calls and not self._settled():
+                # The writer still finishes the iteration before's requests: this rank's answer to the one
+                # agreement NVRx's own check makes (every rank makes it at the same points) is "still writing".
+                if not no_dist:
+                    self.queue.async_calls[0].async_caller.sync_all_async_calls(True)
+                return False
             self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
             return self.queue.get_num_unfinalized_calls() == 0
         done = False
         for _ in range(max(1, round(wait_s / FINALIZE_POLL_S))):
             if not self.queue.get_num_unfinalized_calls():
                 return True
-            done = writer_done(self.queue.async_calls[0].async_caller)
+            done = self._settled() and writer_done(self.queue.async_calls[0].async_caller)
             if agree(done) if agree is not None else done:
                 self.queue.maybe_finalize_async_calls(blocking=False, no_dist=no_dist)
             else:
@@ -371,11 +459,15 @@ class NvrxAsync:
         # - the queue forgets its caller and requests, so its own ``__del__`` finalizes nothing;
         # - this path leaves the live set last.
         caller = self.queue.persistent_caller
-        if caller is not None and self._idle(caller):
-            # Nothing in flight (every request finalized, so nothing left in its completion queue): keep the
-            # writer for the next iteration instead of paying for a fresh one.
+        owed = self._owed(caller)
+        if owed is not None:
+            # Keep the writer for the next iteration instead of paying for a fresh one; it first finishes what it
+            # owes this one (a write in flight, its own warm-up), whose completions the next path takes off.
+            from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
+
+            results = filesystem_async._results_queue if owed else None
             self.queue.persistent_caller = None
-            _park_writer(self.staging, caller)
+            _park_writer(ParkedWriter(self.staging, caller, owed, results))
             caller = None
         if caller is not None and caller not in self._dying:
             self._dying.append(caller)
@@ -384,43 +476,25 @@ class NvrxAsync:
         while self._dying:
             _stop_writer(self._dying[0])
             self._dying.pop(0)
-        self._reset_write_results()
+        reset_write_results()
         _LIVE_NVRX.discard(self)
 
-    def _idle(self, caller: Any) -> bool:
-        """The writer finished and every request was finalized: it waits for the next one, holding nothing."""
+    def _settled(self, wait_s: float = 0.0) -> bool:
+        """Whether a reused writer has finished the iteration before's requests (see :class:`ParkedWriter`)."""
+        return self.parked is None or self.parked.settle(wait_s)
+
+    def _owed(self, caller: Any) -> int | None:
+        """Requests of this path that ``caller``'s writer has not completed, if it can be kept: alive, not in the
+        middle of a hand-over (whether the request went out is unknown), and not still finishing an earlier
+        iteration's writes (a writer stuck in a write is kept over one restart at most). ``None``: stop it."""
         process = getattr(caller, "process", None)
-        return (
-            not self._scheduling
-            and not self.queue.async_calls
-            and getattr(caller, "cur_item", None) is None
-            and process is not None
-            and process.is_alive()
-        )
-
-    @staticmethod
-    def _reset_write_results() -> None:
-        """Replace NVRx's process-wide write-results queue by a fresh one (created by the next save).
-
-        ``FileSystemWriterAsync`` hands results over through one module-level queue and every finalize takes
-        the *oldest* entry. A result of an abandoned save - already queued, or put by a worker that was dying
-        while it was drained - would be taken by the next save's finalize, whose ``.metadata`` then points at
-        the wrong bytes (seen on 2 x H200 after in-process restarts: a checksummed checkpoint that failed to
-        unpickle, and later a commit refused by :func:`storage_layout_error`).
-        """
-
-        from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
-
-        results = getattr(filesystem_async, "_results_queue", None)
-        filesystem_async._results_queue = None
-        dropped = 0
-        while results is not None:
-            try:
-                results.get_nowait()
-                dropped += 1
-            except queue.Empty:
-                break
-            except (OSError, EOFError):  # the queue's manager process is gone: nothing can be taken from it
-                break
-        if dropped:
-            print(f"[checkpoint] dropped {dropped} stale NVRx write result(s) of an abandoned save", flush=True)
+        if self._scheduling or process is None or not process.is_alive():
+            return None
+        try:
+            if not self._settled():
+                return None
+        except CheckpointWriteError:
+            return None
+        owed = len(self.queue.async_calls) - (caller.cur_item is not None)
+        caller.cur_item = None  # a completion taken for this path's head request is not the next path's
+        return owed

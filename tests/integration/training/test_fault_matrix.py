@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from platform_config.schema import FaultConfig
-from tests.helpers import nvrx_full_disk
+from tests.helpers import nvrx_saves
 from tests.helpers.blocked_checkpoint_collective import blocked_restore
 from tests.helpers.training_runs import (
     FAST_CONFIG,
@@ -167,7 +167,7 @@ def _nvrx_full_disk(root: Path) -> dict[str, Any]:
     if not mount_tmpfs(mount, "512k"):
         return {**cell, "ok": None, "outcome": "skipped: needs root to mount a tmpfs"}
     try:
-        out = nvrx_full_disk.run(root / "nvrx-full-disk", mount / "ckpt", "as-is")
+        out = nvrx_saves.run(root / "nvrx-full-disk", mount / "ckpt", "as-is")
     finally:
         unmount(mount)
     line = next((ln for ln in out.splitlines() if ln.startswith("maybe_finalize raised:")), out.strip()[-300:])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import nvrx_full_disk
+from tests.helpers import nvrx_saves
 from tests.helpers.training_runs import small_tmpfs
 
 
@@ -16,17 +16,17 @@ def test_abandoning_nvrx_async_replaces_the_write_results_queue(monkeypatch: pyt
     NVRx); results of an abandoned save must not reach the next save's finalize."""
     from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
 
-    from training.checkpoint.nvrx_async import NvrxAsync
+    from training.checkpoint.nvrx_async import reset_write_results
 
     assert hasattr(filesystem_async, "_results_queue")
     stale: queue.Queue = queue.Queue()
     stale.put({"0": ["write results of an abandoned save"]})
     stale.put({"0": ["another"]})
     monkeypatch.setattr(filesystem_async, "_results_queue", stale)
-    NvrxAsync._reset_write_results()
+    reset_write_results()
     assert stale.empty()
     assert filesystem_async._results_queue is None  # the next save creates a fresh one: late puts go nowhere
-    NvrxAsync._reset_write_results()  # no queue yet: nothing to do
+    reset_write_results()  # no queue yet: nothing to do
 
 
 NVRX_ABANDON_SCRIPT = """
@@ -69,10 +69,13 @@ def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
 
 
 NVRX_REUSE_SCRIPT = """
-import sys, time
+import sys, tempfile, time
+from pathlib import Path
+import torch
 import torch.distributed as dist
 dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=0, world_size=1)
 from training.checkpoint import nvrx_async
+from training.checkpoint.errors import CheckpointWriteError
 from training.checkpoint.manager import abandon_async_saves
 from training.checkpoint.nvrx_async import NvrxAsync
 
@@ -89,19 +92,34 @@ second = NvrxAsync()
 print("reused", second.reused_worker, second.queue.persistent_caller.process.pid == worker.pid, flush=True)
 drain(second)  # the reused writer serves requests (here its warm-up)
 print("served", second.pending(), flush=True)
-busy = second._core.AsyncRequest(async_fn=time.sleep, async_fn_args=(30,), finalize_fns=[])
-second._schedule(busy)  # a write in flight at the fault: that writer must not be reused
+def busy(nvrx, seconds):  # a write that takes ``seconds``
+    nvrx._schedule(nvrx._core.AsyncRequest(async_fn=time.sleep, async_fn_args=(seconds,), finalize_fns=[]))
+
+busy(second, 4)  # a write in flight at the fault: the writer is kept, and owes the failed iteration that write
+abandon_async_saves()
+print("busy writer parked", worker.is_alive(), nvrx_async._SPARE_WORKER[0].stale, flush=True)
+third = NvrxAsync()
+print("reused busy", third.reused_worker, third.parked.stale, flush=True)
+print("first poll done", third.finalize(blocking=False, no_dist=True), flush=True)  # the old write still runs
+third.finalize(blocking=True, no_dist=True)  # its completion is taken off, then third's own warm-up finalized
+print("settled", third.parked.stale, third.pending(), flush=True)
+busy(third, 60)  # a write that outlives the next restart too: the writer is kept over one restart at most
+abandon_async_saves()
+fourth = NvrxAsync()
+nvrx_async.STALE_WRITE_WAIT_S = 0.5
+try:
+    fourth.schedule({"w": torch.zeros(2)}, Path(tempfile.mkdtemp()), lambda: None)
+except CheckpointWriteError as exc:
+    print("save refused:", exc, flush=True)
 abandon_async_saves()
 worker.join(timeout=10)
-print("busy writer stopped", not worker.is_alive(), len(nvrx_async._SPARE_WORKER), flush=True)
+print("stuck writer stopped", not worker.is_alive(), len(nvrx_async._SPARE_WORKER), flush=True)
 third = NvrxAsync()
 print("fresh", not third.reused_worker, flush=True)
 drain(third)
 
 # The save plan: a collective while NVRx's cache is unproven, none once two plans of one layout agreed; a new
 # path (a restart) starts with an empty cache.
-import tempfile
-import torch
 from nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async import FileSystemWriterAsync
 from torch.distributed.checkpoint.utils import _DistWrapper
 
@@ -122,14 +140,23 @@ third.close()
 """
 
 
-def test_an_idle_nvrx_writer_is_reused_after_an_abandon_and_a_busy_one_is_not() -> None:
-    """An in-process restart keeps the idle persistent writer (a fresh one stalled the next save ~5 s on an
-    H200), but never one that may still be writing for the failed iteration; the save plan is cached per path."""
+def test_the_nvrx_writer_is_reused_after_an_abandon_once_it_finished_the_failed_iterations_requests() -> None:
+    """An in-process restart keeps the persistent writer (a fresh one stalled the next save ~5 s on an H200): an
+    idle one, and a busy one whose last request completes first, but not one still busy at the next restart; the
+    save plan is cached per path."""
     lines = _run_nvrx_script(NVRX_REUSE_SCRIPT, timeout_s=120).splitlines()
     assert "parked 1 True" in lines
     assert "reused True True" in lines
     assert "served 0" in lines
-    assert "busy writer stopped True 0" in lines
+    assert "busy writer parked True 1" in lines
+    assert "reused busy True 1" in lines
+    assert "first poll done False" in lines
+    assert "settled 0 0" in lines
+    assert (
+        "save refused: the reused NVRx writer did not finish the writes of the iteration before the restart "
+        "within 0.5 s" in lines
+    )
+    assert "stuck writer stopped True 0" in lines
     assert "fresh True" in lines
     # NVRx's enable_cache: the 1st and 2nd plans reduce-scatter (the 2nd proves the layout unchanged), the 3rd and
     # 4th reuse the plan; the next path's cache is empty again.
@@ -196,14 +223,14 @@ def test_a_dead_nvrx_writer_fails_the_wait_instead_of_hanging_it() -> None:
 def test_a_failed_nvrx_write_reaches_the_ledger_from_the_per_step_poll(tmp_path: Path) -> None:
     """NVRx raises a failed write out of its finalize, which the trainer calls every step (maybe_finalize): it must
     come out as CheckpointWriteError naming the cause, with ckpt_failed, like the other save paths."""
-    out = nvrx_full_disk.run(tmp_path, tmp_path / "ckpt", "dev-full")
+    out = nvrx_saves.run(tmp_path, tmp_path / "ckpt", "dev-full")
     assert "maybe_finalize raised: checkpoint at step 1 failed: ENOSPC: No space left on device" in out
     assert "ckpt_failed: ['ENOSPC: No space left on device" in out
 
 
 def test_a_full_disk_on_the_nvrx_path_names_its_cause_from_the_file_system(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "mnt", "512k") as mnt:
-        out = nvrx_full_disk.run(tmp_path, mnt / "ckpt", "as-is")
+        out = nvrx_saves.run(tmp_path, mnt / "ckpt", "as-is")
     assert "maybe_finalize raised: checkpoint at step 1 failed: RuntimeError: Worker failure: " in out
     cause = "likely cause: the file system is full (this rank's save needed 1.5 MiB)"
     assert f"{cause}; file system: 0 B free of 512 KiB at {mnt}" in out
@@ -269,6 +296,20 @@ def test_the_writer_lets_go_of_the_trainers_tensors_once_they_are_copied() -> No
 def test_several_nvrx_writers_split_a_rank_into_files_that_commit_and_restore(tmp_path: Path) -> None:
     """``checkpoint.write_threads: 3``: NVRx forks 3 writers for the rank, one file each; the commit hashes them all
     and a restore brings the saved weights back."""
-    out = nvrx_full_disk.run(tmp_path, tmp_path / "ckpt", "threads")
+    out = nvrx_saves.run(tmp_path, tmp_path / "ckpt", "threads")
     assert "files: ['.metadata', 'COMMITTED', '__0_0.distcp', '__0_1.distcp', '__0_2.distcp']" in out
     assert "restored step 1 same weights True" in out
+
+
+def test_a_write_in_flight_at_an_in_process_restart_finishes_on_the_writer_the_next_iteration_reuses(
+    tmp_path: Path,
+) -> None:
+    """A fresh writer stalled the first save after a restart ~5.5 s on an H200: the writer is kept even with a
+    (here 2 s slow) write in flight; the next iteration's save of the same step waits for it, then commits."""
+    out = nvrx_saves.run(tmp_path, tmp_path / "ckpt", "restart").splitlines()
+    assert "writer kept True owes True" in out
+    assert "restored before None" in out
+    assert "files: ['.metadata', 'COMMITTED', '__0_0.distcp']" in out
+    assert "restored step 1 same weights True" in out
+    assert "stale wait [False, True]" in out  # the first iteration's save had nothing to wait for
+    assert "writer alive True" in out
