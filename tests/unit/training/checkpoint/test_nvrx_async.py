@@ -313,3 +313,22 @@ def test_a_write_in_flight_at_an_in_process_restart_finishes_on_the_writer_the_n
     assert "restored step 1 same weights True" in out
     assert "stale wait [False, True]" in out  # the first iteration's save had nothing to wait for
     assert "writer alive True" in out
+
+
+WARM_RESULTS_SCRIPT = """
+import multiprocessing as mp
+from training.checkpoint.nvrx_async import warm_results_queue
+results = mp.get_context("spawn").Manager().Queue()  # as NVRx makes it: a proxy of a spawned manager process
+warm_results_queue(results)
+print("empty after warm-up", results.empty(), flush=True)
+results.put({3: ["a real write result"]})
+print("next taken", results.get(timeout=10), flush=True)
+"""
+
+
+def test_the_results_queue_warm_up_leaves_nothing_for_a_save_to_take() -> None:
+    """The writer passes one DCP write result through NVRx's results queue before the first save (its manager then
+    imports DCP off the critical path): a save's finalize, which takes the oldest entry, must find its own."""
+    lines = _run_nvrx_script(WARM_RESULTS_SCRIPT, timeout_s=60).splitlines()
+    assert "empty after warm-up True" in lines
+    assert "next taken {3: ['a real write result']}" in lines
