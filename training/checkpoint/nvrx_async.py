@@ -7,10 +7,10 @@ without collectives, stale write results, and a dead writer failing the wait ins
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,32 +50,49 @@ def _warm_writer(sizes: tuple[int, ...], tensors: tuple[torch.Tensor, ...], resu
     through CUDA IPC) are only received: sharing and opening their IPC handles the first time made the first save's
     hand-over wait 2.8-3.7 s more. They are released when this returns. ``results`` (NVRx's write-results queue,
     a proxy of a manager process) and the import of NVRx's writer module are what else a first save's unpickling
-    meets for the first time; the queue is warmed too (:func:`warm_results_queue`).
+    meets for the first time.
     """
     import nvidia_resiliency_ext.checkpointing.async_ckpt.filesystem_async  # noqa: F401
 
     buffers = [torch.empty(n, dtype=torch.uint8, pin_memory=True) for n in sizes]
-    del buffers, tensors
-    if results is not None:
-        warm_results_queue(results)
+    del buffers, tensors, results
 
 
-def warm_results_queue(results: Any) -> None:
-    """Pass one write result of DCP's kind through NVRx's write-results queue and take it back (in the writer,
-    before any save's write can put one).
+#: The trainer thread that warms NVRx's write-results manager (:func:`warm_results_manager`).
+RESULTS_WARM_UP_THREAD = "nvrx-results-warm-up"
 
-    The queue lives in a spawned manager process that imports torch and DCP only when it first unpickles a write
-    result: the first write of a fresh writer then took 9.0-9.5 s to commit a 1.7 MB tiny checkpoint on an H200,
-    against 0.27-0.30 s for the next (session 10); 0.76 s of a 0.89 s first write was that ``put`` on the CPU.
+
+def warm_results_manager(results: Any) -> threading.Thread | None:
+    """Have the manager process behind NVRx's write-results queue import DCP now, on a thread of the trainer.
+
+    The manager (a spawned interpreter) imports torch and DCP only when it first unpickles a write result: the first
+    write of a fresh writer then took 9.0-9.5 s to commit a 1.7 MB tiny checkpoint on an H200, against 0.27-0.30 s
+    for the next, and 20.8 s for a 1B one against 12.3-13.0 s (session 10). One DCP write result passes through a
+    side queue of the same manager, so that nothing can reach a save's finalize, which takes the oldest entry of
+    ``results``. A thread, because the put waits for those imports (11 s on an H200): done in the writer ahead of
+    a save's hand-over, it stalled the tiny model's first save that long, into a false hang. Returns the thread, or
+    ``None`` when ``results`` is not a proxy that knows its manager.
     """
-    from torch.distributed.checkpoint.filesystem import _StorageInfo
-    from torch.distributed.checkpoint.metadata import MetadataIndex
-    from torch.distributed.checkpoint.storage import WriteResult
+    manager = getattr(results, "_manager", None)
+    if manager is None:
+        return None
 
-    warm = WriteResult(index=MetadataIndex("warm-up"), size_in_bytes=0, storage_data=_StorageInfo("warm-up", 0, 0))
-    results.put({0: [warm]})
-    with contextlib.suppress(queue.Empty):  # taken by someone else: nothing of ours is left behind
-        results.get(timeout=60)
+    def warm() -> None:
+        from torch.distributed.checkpoint.filesystem import _StorageInfo
+        from torch.distributed.checkpoint.metadata import MetadataIndex
+        from torch.distributed.checkpoint.storage import WriteResult
+
+        result = WriteResult(index=MetadataIndex("warm-up"), size_in_bytes=0, storage_data=_StorageInfo("w", 0, 0))
+        try:
+            side = manager.Queue()
+            side.put({0: [result]})
+            side.get(timeout=120)
+        except Exception as exc:  # a slower first write is all this costs; say so
+            print(f"[checkpoint] warming NVRx's write-results manager failed: {exc!r}", flush=True)
+
+    thread = threading.Thread(target=warm, name=RESULTS_WARM_UP_THREAD, daemon=True)
+    thread.start()
+    return thread
 
 
 class PreloadThenRelease:
@@ -358,6 +375,7 @@ class NvrxAsync:
         sizes = tuple(t.numel() * t.element_size() for t in tensors)
         # The queue each save's write results come back through: its manager process starts now, not in a save.
         results = getattr(filesystem_async, "get_write_results_queue", filesystem_async._get_write_results_queue)()
+        warm_results_manager(results)
         args = (sizes, tensors, results)
         self._schedule(self._core.AsyncRequest(async_fn=_warm_writer, async_fn_args=args, finalize_fns=[]))
         return True

@@ -317,18 +317,21 @@ def test_a_write_in_flight_at_an_in_process_restart_finishes_on_the_writer_the_n
 
 WARM_RESULTS_SCRIPT = """
 import multiprocessing as mp
-from training.checkpoint.nvrx_async import warm_results_queue
+from training.checkpoint.nvrx_async import warm_results_manager
 results = mp.get_context("spawn").Manager().Queue()  # as NVRx makes it: a proxy of a spawned manager process
-warm_results_queue(results)
-print("empty after warm-up", results.empty(), flush=True)
-results.put({3: ["a real write result"]})
-print("next taken", results.get(timeout=10), flush=True)
+results.put({3: ["a real write result"]})  # a save's, already there
+thread = warm_results_manager(results)
+thread.join(timeout=60)
+print("warmed", thread.name, not thread.is_alive(), flush=True)
+print("next taken", results.get(timeout=10), "then empty", results.empty(), flush=True)
+print("no manager", warm_results_manager(mp.get_context("spawn").Queue()), flush=True)
 """
 
 
-def test_the_results_queue_warm_up_leaves_nothing_for_a_save_to_take() -> None:
-    """The writer passes one DCP write result through NVRx's results queue before the first save (its manager then
-    imports DCP off the critical path): a save's finalize, which takes the oldest entry, must find its own."""
+def test_the_results_manager_warm_up_leaves_the_results_queue_alone() -> None:
+    """The trainer passes one DCP write result through a side queue of NVRx's results manager (which then imports DCP
+    before the first save): a save's finalize, which takes the oldest entry of the results queue, finds its own."""
     lines = _run_nvrx_script(WARM_RESULTS_SCRIPT, timeout_s=60).splitlines()
-    assert "empty after warm-up True" in lines
-    assert "next taken {3: ['a real write result']}" in lines
+    assert "warmed nvrx-results-warm-up True" in lines
+    assert "next taken {3: ['a real write result']} then empty True" in lines
+    assert "no manager None" in lines
