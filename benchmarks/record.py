@@ -1,12 +1,14 @@
 """The benchmark record: the figures of issue 16's table under stable keys in ``docs/benchmarks.json``.
 
 ``python -m benchmarks.record --machine h200x2 [--ckpt-dir DIR] [--recovery-dir DIR] [--startup-dir DIR]
-[--extra FILE.json] [--out docs/benchmarks.json]``
+[--extra FILE.json] [--update] [--out docs/benchmarks.json]``
 
 Reads the run directories that the benchmark scripts leave (``benchmarks.checkpoint_staging --out DIR``: one
 directory per variant; ``benchmarks.recovery --out DIR``: one per mode and repeat) and merges one entry per
 machine into the record, with the date, the commit and the device. A key whose benchmark did not run is ``null``,
 never a guess. ``--extra`` merges figures that another script measured (a JSON object of key -> number).
+``--update`` keeps the machine's earlier figures of the keys not measured now, each named with the commit and date it
+was measured at under ``carried``.
 """
 
 from __future__ import annotations
@@ -88,6 +90,18 @@ def startup_figures(startup_dir: Path) -> dict[str, Any]:
     return {"launch_to_first_step_s": total["first_start_s"]}
 
 
+def carry_over(earlier: dict[str, Any], figures: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``figures`` with the ``earlier`` entry's value of each key not measured now, and where each carried value
+    comes from (``"<commit> <date>"``, kept from the earlier entry's own ``carried`` where it was carried already)."""
+    before = earlier.get("carried", {})
+    merged, carried = dict(figures), {}
+    for key, value in figures.items():
+        if value is None and earlier.get(key) is not None:
+            merged[key] = earlier[key]
+            carried[key] = before.get(key, f"{earlier.get('commit')} {earlier.get('date')}")
+    return merged, carried
+
+
 def _commit() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     return out.stdout.strip() or "unknown"
@@ -102,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--startup-dir", type=Path, help="benchmarks.startup --out")
     p.add_argument("--extra", type=Path, help="a JSON object of further key -> figure")
     p.add_argument("--commit", default=None, help="the commit the benchmarks ran (default: HEAD's)")
+    p.add_argument("--update", action="store_true", help="keep the earlier figures of keys not measured now")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")
     args = p.parse_args(argv)
 
@@ -123,12 +138,12 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--extra: unknown keys {unknown}; the record's keys are {list(KEYS)}")
         figures.update(extra)
     record = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    record[args.machine] = {
-        "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "commit": args.commit or _commit(),
-        "device": device,
-        **figures,
-    }
+    entry: dict[str, Any] = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": args.commit or _commit()}
+    if args.update and args.machine in record:
+        figures, carried = carry_over(record[args.machine], figures)
+        device = device or record[args.machine].get("device", "")
+        entry["carried"] = carried
+    record[args.machine] = {**entry, "device": device, **figures}
     args.out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     width = max(map(len, KEYS))
     print(f"{args.out} [{args.machine}] ({device}):")

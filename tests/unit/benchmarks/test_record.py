@@ -85,3 +85,21 @@ def test_launch_to_first_step_from_the_startup_benchmarks_total_row(tmp_path: Pa
     out = tmp_path / "b.json"
     assert main(["--machine", "cpu", "--startup-dir", str(tmp_path / "startup"), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["cpu"]["launch_to_first_step_s"] == 9.5
+
+
+def test_an_update_keeps_the_earlier_figures_and_says_where_they_come_from(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.json"
+    earlier = {
+        **{"commit": "aaa", "date": "2026-11-30", "device": "1 x H200", "hang_recovery_s": 3.8},
+        **{"ckpt_commit_s_p50": 29.6, "launch_to_first_step_s": 11.5},
+        "carried": {"ckpt_commit_s_p50": "zzz 2026-11-01"},
+    }
+    out.write_text(json.dumps({"h200x1": earlier}))
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps({"launch_to_first_step_s": 8.0}))
+    assert main(["--machine", "h200x1", "--extra", str(extra), "--update", "--commit", "bbb", "--out", str(out)]) == 0
+    entry = json.loads(out.read_text())["h200x1"]
+    assert (entry["commit"], entry["device"]) == ("bbb", "1 x H200")
+    assert (entry["launch_to_first_step_s"], entry["hang_recovery_s"], entry["ckpt_commit_s_p50"]) == (8.0, 3.8, 29.6)
+    assert entry["carried"] == {"hang_recovery_s": "aaa 2026-11-30", "ckpt_commit_s_p50": "zzz 2026-11-01"}
+    assert entry["inprocess_recovery_s_p50"] is None  # measured nowhere
