@@ -16,16 +16,11 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.cluster_schedule import FAULTS, STEPS, restarts_told
 from tests.helpers.training_runs import FAST_CONFIG, cluster_run, local_run
 from training.cluster.runner import STATE_DIR
 
 pytestmark = pytest.mark.integration
-STEPS = 40
-# An eviction takes effect within about a second (its pod must stop), while tiny CPU steps take milliseconds: it
-# comes last, so that no other fault fires during its wind-down.
-# The exception comes first, in the settled first world: on CI it once came 0.7 s after a replaced pod had rejoined
-# and was recovered by ft_launcher instead of in-process (a slower recovery, not a wrong one; cause not found).
-FAULTS = "exception@5:1,node-loss@12:1,sigkill@19:0,node-loss@26:0,evict@33:1"
 
 
 @pytest.fixture(scope="module")
@@ -45,24 +40,6 @@ def _summary(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def _restarts_told(run_dir: Path) -> str:
-    """What a failing layer assertion needs (a CI machine keeps nothing): every restart and exit event, and the pods'
-    log lines about restarts, exits and errors."""
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    keep = ("restart_begin", "restart_end", "exit", "fault_injected")
-    lines = [
-        f"{e['ts']:.2f} rank {e['rank']} {e['layer']} {e['event']} {e.get('cause', e.get('kind', ''))}"
-        for e in events
-        if e["event"] in keep
-    ]
-    marks = ("restart", "Restart", "Error", "exit", "Terminated", "timed out", "Timed out")
-    for log in sorted((run_dir / "pods").glob("*.log")):
-        lines += [
-            f"{log.stem}: {x[:300]}" for x in log.read_text(errors="replace").splitlines() if any(m in x for m in marks)
-        ]
-    return "\n".join(lines[-150:])
-
-
 def test_every_fault_is_survived_and_the_state_is_the_fault_free_one(runs):
     faulted, reference = runs["faulted"], runs["reference"]
     assert faulted.returncode == 0, faulted.stdout[-4000:] + faulted.stderr[-3000:]
@@ -71,7 +48,7 @@ def test_every_fault_is_survived_and_the_state_is_the_fault_free_one(runs):
     assert got["final_step"] == STEPS and got["world_size"] == 2
     assert got["final_state_sha256"] == want["final_state_sha256"]
     # 2 node losses and an eviction (job), the exception (in-process), the SIGKILL (ft_launcher)
-    assert got["restarts_by_layer"] == {"inprocess": 1, "ft_launcher": 1, "job": 3}, _restarts_told(
+    assert got["restarts_by_layer"] == {"inprocess": 1, "ft_launcher": 1, "job": 3}, restarts_told(
         runs["base"] / "faulted"
     )
     # in-pod faults fire at their step; a node fault at the first step the cluster sees at or after its own
@@ -120,7 +97,7 @@ def test_the_report_gives_each_lost_node_to_the_job_layer(runs):
         assert fault.layer == "job" and fault.pod is not None
         assert fault.recovery_s is not None and fault.recovery_s > 0
     layers = (by_kind["exception"].layer, by_kind["sigkill"].layer)
-    assert layers == ("inprocess", "ft_launcher"), _restarts_told(runs["base"] / "faulted")
+    assert layers == ("inprocess", "ft_launcher"), restarts_told(runs["base"] / "faulted")
 
 
 def test_every_restart_names_the_fault_that_caused_it(runs):
