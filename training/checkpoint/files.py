@@ -27,6 +27,7 @@ from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpoin
 
 from training.checkpoint.errors import MarkerReadError
 from training.common.files import sha256_file
+from training.common.peer_errors import is_peer_error
 
 COMMIT_MARKER = "COMMITTED"
 #: Most threads one rank hashes its files with (:func:`checksums`).
@@ -286,6 +287,18 @@ def describe_error(exc: BaseException) -> str:
                 return f"{code}: {text} ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
     cause = inner[0] if inner else exc
     return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:500]
+
+
+def peer_cause(exc: BaseException) -> str | None:
+    """``likely cause: ...`` for a save that failed because another rank stopped answering in one of its collectives
+    (gloo's send/recv timeout or closed connection, NCCL's watchdog or aborted communicator), else None: on a node
+    loss the save in flight fails this way, and the line should not read like a storage fault."""
+    if not any(is_peer_error(e) for e in _causes(exc)):
+        return None
+    return (
+        "likely cause: another rank stopped answering in the save's collective (a lost node or a failed rank); "
+        "this save is given up, and the restart resumes from the newest committed checkpoint or the memory tier"
+    )
 
 
 #: OS error texts that a wrapped (errno-less) message may carry.

@@ -23,7 +23,7 @@ from training.checkpoint.backends import Backend, InFlight, join_dcp_threads
 from training.checkpoint.collectives import all_ok, all_sum
 from training.checkpoint.commit import COMMIT_THREAD, PEER_WAIT_S, commit_save, generation, wait_rank_sums
 from training.checkpoint.errors import CheckpointError, CheckpointWriteError
-from training.checkpoint.files import TMP_SUFFIX, describe_error, publish_rank_checksums, step_dir_name
+from training.checkpoint.files import TMP_SUFFIX, describe_error, peer_cause, publish_rank_checksums, step_dir_name
 from training.checkpoint.state import AppState
 from training.checkpoint.storage import likely_cause
 from training.telemetry.events import EventLog
@@ -58,7 +58,8 @@ class StorageSaves:
     def _fail(self, step: int, exc: BaseException) -> CheckpointWriteError:
         """Report a failed save now (event and log line, with the likely cause) and return the error to raise."""
         msg = describe_error(exc)
-        cause = likely_cause(exc, self.root, self._save_bytes)  # torch's C++ writers often lose the errno
+        # torch's C++ writers often lose the errno
+        cause = likely_cause(exc, self.root, self._save_bytes) or peer_cause(exc)
         msg = f"{msg}; {cause}" if cause is not None else msg
         with contextlib.suppress(OSError):  # the event log may sit on the same full file system
             self.events.emit("ckpt_failed", step=step, error=msg, backend=self.backend)

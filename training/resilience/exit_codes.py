@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from training.common.files import atomic_write_json
+from training.common.peer_errors import is_peer_error
 
 EXIT_STATUS_FILE = "exit_status.json"
 LEDGER_DIR = "faults"
@@ -124,15 +125,9 @@ def classify(exc: BaseException) -> str:
         return "checkpoint_write"
     if isinstance(exc, MemoryError) or "outofmemory" in name.lower() or "can't allocate memory" in text:
         return "oom"
-    if name in _PEER_ERRORS or any(marker in text for marker in _PEER_MARKERS) or "timeout" in name.lower():
+    if is_peer_error(exc):
         return "peer_lost"
     return "exception"
-
-
-#: torch.distributed errors a rank sees when a peer (or the store's host) failed: its own fault was injected or
-#: raised elsewhere, so these name the victim's view (gloo and store timeouts, closed connections, NCCL aborts).
-_PEER_ERRORS = frozenset({"DistBackendError", "DistStoreError", "DistNetworkError"})
-_PEER_MARKERS = ("timed out", "connection closed by peer", "connection reset", "broken pipe")
 
 
 def exit_code_for(cause: str, unrecoverable: int) -> int:

@@ -97,3 +97,20 @@ def test_checksums_of_several_files_are_each_files_own(tmp_path: Path) -> None:
     assert sums["__0_1.distcp"] == {"sha256": empty, "bytes": 0}
     assert sums["__0_2.distcp"]["bytes"] == 5 << 20
     assert sums["__0_2.distcp"]["sha256"] == "dba67a476fa78973aabb087f214a1010f3bebca053674e0af50dfe5a582112be"
+
+
+def test_a_save_that_lost_its_peer_says_so_and_a_storage_error_does_not() -> None:
+    """The messages of the save that failed at the demo's node loss (gloo, torch 2.13), and NCCL's watchdog."""
+    from training.checkpoint.files import peer_cause
+
+    gloo = RuntimeError(
+        "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:129] "
+        "Timed out waiting 3000ms for send operation to complete"
+    )
+    nccl = RuntimeError("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE)")
+    wrapped = RuntimeError("checkpoint planning failed")
+    wrapped.__cause__ = gloo
+    for exc in (gloo, nccl, wrapped):
+        assert str(peer_cause(exc)).startswith("likely cause: another rank stopped answering in the save's collective")
+    assert peer_cause(OSError(28, "No space left on device")) is None
+    assert peer_cause(RuntimeError("file write failed")) is None
