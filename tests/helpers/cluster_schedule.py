@@ -1,10 +1,13 @@
-"""The local cluster's shared fault schedule (``tests/integration/training/test_cluster_*.py``) and what a failing
-assertion about its restarts needs to say."""
+"""The local cluster's shared fault schedule (``tests/integration/training/test_cluster_*.py``), its fault-free
+reference run, and what a failing assertion about its restarts needs to say."""
 
 from __future__ import annotations
 
+import copy
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 STEPS = 40
 # An eviction takes effect within about a second (its pod must stop), while tiny CPU steps take milliseconds: it
@@ -30,3 +33,21 @@ def restarts_told(run_dir: Path) -> str:
             f"{log.stem}: {x[:300]}" for x in log.read_text(errors="replace").splitlines() if any(m in x for m in marks)
         ]
     return "\n".join(lines[-150:])
+
+
+def fault_free_reference(cluster_dir: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """A single-host, fault-free k8s-only run of :data:`STEPS` on the data the dataset Job of the cluster run in
+    ``cluster_dir`` prepared, with the cluster's schedule length (its ConfigMap carries ``train.steps``: the
+    learning-rate schedule follows it): the cluster changes where the ranks run, not what they compute."""
+    from tests.helpers.training_runs import FAST_CONFIG, local_run
+    from training.cluster.runner import STATE_DIR
+
+    data = next((cluster_dir / STATE_DIR / "claims").glob("*/data/*"))
+    config = copy.deepcopy(FAST_CONFIG)
+    config["train"].update(data_dir=str(data), steps=STEPS)
+    return local_run(out, steps=STEPS, mode="k8s-only", config=config)
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    """A run's ``summary.json``."""
+    return json.loads((run_dir / "summary.json").read_text())

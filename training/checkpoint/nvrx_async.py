@@ -7,6 +7,7 @@ without collectives, stale write results, and a dead writer failing the wait ins
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import queue
@@ -165,12 +166,10 @@ class ParkedWriter:
         Raises :class:`CheckpointWriteError` if the writer process died first."""
         deadline = time.monotonic() + wait_s
         while self.stale:
-            try:
-                self.caller.comp_q.get(timeout=FINALIZE_POLL_S) if wait_s > 0 else self.caller.comp_q.get_nowait()
+            with contextlib.suppress(queue.Empty):
+                self.caller.comp_q.get(timeout=FINALIZE_POLL_S if wait_s > 0 else 0)
                 self.stale -= 1
                 continue
-            except queue.Empty:
-                pass
             if not self.caller.process.is_alive() and self.caller.comp_q.empty():
                 raise CheckpointWriteError(
                     f"the NVRx checkpoint writer process died (exit code {self.caller.process.exitcode}) while "

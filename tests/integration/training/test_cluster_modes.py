@@ -12,17 +12,14 @@ replacement pod after its node-replace delay, a rendezvous), about 25 CPU-s each
 
 from __future__ import annotations
 
-import copy
 import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.cluster_schedule import FAULTS, STEPS, restarts_told
-from tests.helpers.training_runs import FAST_CONFIG, cluster_run, local_run
-from training.cluster.runner import STATE_DIR
+from tests.helpers.cluster_schedule import FAULTS, STEPS, fault_free_reference, restarts_told, summary
+from tests.helpers.training_runs import cluster_run
 
 pytestmark = pytest.mark.integration
 
@@ -44,23 +41,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             for mode in LAYERS
         }
         procs = {mode: f.result() for mode, f in futures.items()}
-    data = next((base / "async-ckpt" / STATE_DIR / "claims").glob("*/data/*"))
-    config = copy.deepcopy(FAST_CONFIG)
-    config["train"].update(data_dir=str(data), steps=STEPS)
-    reference = local_run(base / "reference", steps=STEPS, mode="k8s-only", config=config)
+    reference = fault_free_reference(base / "async-ckpt", base / "reference")
     assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
     return {"base": base, "procs": procs}
-
-
-def _summary(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "summary.json").read_text())
 
 
 @pytest.mark.parametrize("mode", list(LAYERS))
 def test_every_fault_is_survived_by_its_layer_and_the_state_is_the_fault_free_one(runs, mode):
     proc, run_dir = runs["procs"][mode], runs["base"] / mode
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    got, want = _summary(run_dir), _summary(runs["base"] / "reference")
+    got, want = summary(run_dir), summary(runs["base"] / "reference")
     assert (got["final_step"], got["world_size"]) == (STEPS, 2)
     assert got["final_state_sha256"] == want["final_state_sha256"]
     assert got["restarts_by_layer"] == LAYERS[mode], restarts_told(run_dir)

@@ -9,16 +9,13 @@ dataset Job prepared: the cluster changes where the ranks run, not what they com
 
 from __future__ import annotations
 
-import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.cluster_schedule import FAULTS, STEPS, restarts_told
-from tests.helpers.training_runs import FAST_CONFIG, cluster_run, local_run
-from training.cluster.runner import STATE_DIR
+from tests.helpers.cluster_schedule import FAULTS, STEPS, fault_free_reference, restarts_told, summary
+from tests.helpers.training_runs import cluster_run
 
 pytestmark = pytest.mark.integration
 
@@ -27,24 +24,15 @@ pytestmark = pytest.mark.integration
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("cluster")
     faulted = cluster_run(base / "faulted", nodes=2, steps=STEPS, faults=FAULTS, timeout_s=420)
-    data = next((base / "faulted" / STATE_DIR / "claims").glob("*/data/*"))
-    config = copy.deepcopy(FAST_CONFIG)
-    # the data the cluster's dataset Job prepared, and the cluster's schedule length (its ConfigMap carries
-    # train.steps: the learning-rate schedule follows it)
-    config["train"].update(data_dir=str(data), steps=STEPS)
-    reference = local_run(base / "reference", steps=STEPS, mode="k8s-only", config=config)
+    reference = fault_free_reference(base / "faulted", base / "reference")
     return {"base": base, "faulted": faulted, "reference": reference}
-
-
-def _summary(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "summary.json").read_text())
 
 
 def test_every_fault_is_survived_and_the_state_is_the_fault_free_one(runs):
     faulted, reference = runs["faulted"], runs["reference"]
     assert faulted.returncode == 0, faulted.stdout[-4000:] + faulted.stderr[-3000:]
     assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
-    got, want = _summary(runs["base"] / "faulted"), _summary(runs["base"] / "reference")
+    got, want = summary(runs["base"] / "faulted"), summary(runs["base"] / "reference")
     assert got["final_step"] == STEPS and got["world_size"] == 2
     assert got["final_state_sha256"] == want["final_state_sha256"]
     # 2 node losses and an eviction (job), the exception (in-process), the SIGKILL (ft_launcher)
