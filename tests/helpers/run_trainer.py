@@ -2,6 +2,7 @@
 
 Rank 0 writes ``<run_dir>/result.json``. ``--save-both DIR`` additionally saves the restored/trained state
 once with a sync and once with an async CheckpointManager under DIR/sync and DIR/async (equality tests).
+``--restored-digest`` adds ``restored_digest``: the state's digest right after the restore, before training.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def main() -> int:
     p.add_argument("--save-both", type=Path, default=None)
     p.add_argument("--no-train", action="store_true", help="only restore (and --save-both)")
     p.add_argument("--dump-model", type=Path, default=None, help="rank 0 torch.saves the full model state here")
+    p.add_argument("--restored-digest", action="store_true", help="also the state's digest before training")
     args = p.parse_args()
 
     cfg = config_from_dict(json.loads(args.config_json))
@@ -53,6 +55,7 @@ def main() -> int:
     try:
         trainer.setup()
         restored = trainer.restore()
+        restored_digest = trainer.state_digest() if args.restored_digest else None
         final = restored if args.no_train else trainer.train()
     finally:
         trainer.close()
@@ -81,6 +84,8 @@ def main() -> int:
             "digest": digest,
             "pid": os.getpid(),
         }
+        if restored_digest is not None:
+            result["restored_digest"] = restored_digest
         (args.run_dir / "result.json").write_text(json.dumps(result, indent=1))
     events.emit("exit", reason="done", code=0)
     destroy_process_group()

@@ -20,8 +20,13 @@ from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "training" / "loss_curve_tiny.json"
-#: The shared runs' length: checkpoints every 5 steps (FAST_CONFIG) commit 5, 10 and the final 12.
+#: The shared sync run's length: checkpoints every 5 steps (FAST_CONFIG) commit 5, 10 and the final 12.
 STEPS = 12
+#: The shared async run's length and evaluation interval: it commits 5, 10, 15 and 20 (keeps the last 3), evaluates
+#: at 10 and 20.
+ASYNC_STEPS, ASYNC_EVAL = 20, 10
+#: The shared runs' lengths, by checkpoint mode.
+RUN_STEPS = {"sync": STEPS, "async": ASYNC_STEPS}
 
 
 def _cfg(**checkpoint) -> dict:
@@ -30,17 +35,30 @@ def _cfg(**checkpoint) -> dict:
     return cfg
 
 
+def _run_cfg(mode: str) -> dict:
+    """The settings of the shared run of ``mode`` (the async one evaluates every :data:`ASYNC_EVAL` steps)."""
+    cfg = _cfg()
+    if mode == "async":
+        cfg["train"]["eval_interval"] = ASYNC_EVAL
+    return cfg
+
+
 @pytest.fixture(scope="module")
 def finished_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """An uninterrupted 12-step 2-rank run of the default settings per checkpoint mode, run once for the module's
-    tests. It commits steps 5, 10 and 12 (all kept): tests that need a run which ended earlier take a copy without
-    the newer checkpoints (:func:`_copy_of`)."""
+    """An uninterrupted 2-rank run of the default settings per checkpoint mode, run once for the module's tests.
+
+    ``sync``: 12 steps; it commits steps 5, 10 and 12 (all kept): tests that need a run which ended earlier take a
+    copy without the newer checkpoints (:func:`_copy_of`). At its end it also saves its final state once with a sync
+    and once with an async CheckpointManager under ``<run>/../both`` (``--save-both``, outside the run directory).
+    ``async``: 20 steps, evaluating every 10 (:func:`_run_cfg`)."""
     runs: dict[str, Path] = {}
 
     def get(mode: str) -> Path:
         if mode not in runs:
+            root = tmp_path_factory.mktemp(f"{mode}{RUN_STEPS[mode]}")
+            extra = ["--save-both", root / "both"] if mode == "sync" else []
             _, runs[mode] = run_trainer(
-                tmp_path_factory.mktemp(f"{mode}{STEPS}") / "run", steps=STEPS, mode=mode, config=_cfg()
+                root / "run", steps=RUN_STEPS[mode], mode=mode, config=_run_cfg(mode), extra_args=extra
             )
         return runs[mode]
 
@@ -56,10 +74,8 @@ def _copy_of(run: Path, to: Path, *, up_to: int = STEPS) -> Path:
     return to
 
 
-def test_two_ranks_learn_and_log_step_events(tmp_path: Path) -> None:
-    cfg = _cfg()
-    cfg["train"]["eval_interval"] = 10
-    _, run = run_trainer(tmp_path / "run", steps=20, mode="async", config=cfg)
+def test_two_ranks_learn_and_log_step_events(finished_runs: Callable[[str], Path]) -> None:
+    run = finished_runs("async")  # 20 steps, evaluating every 10
     result = read_result(run)
     losses = [result["losses"][str(s)] for s in range(1, 21)]
     assert result["world_size"] == 2 and result["final_step"] == 20
@@ -81,8 +97,8 @@ def test_resume_is_bitwise_identical_to_an_uninterrupted_run(
     tmp_path: Path, mode: str, finished_runs: Callable[[str], Path]
 ) -> None:
     straight = finished_runs(mode)
-    _, resumed = run_trainer(tmp_path / "resumed", steps=7, mode=mode, config=_cfg())  # commits 5, then 7 (final)
-    run_trainer(resumed, steps=STEPS, mode=mode, config=_cfg())
+    _, resumed = run_trainer(tmp_path / "resumed", steps=7, mode=mode, config=_run_cfg(mode))  # commits 5, 7 (final)
+    run_trainer(resumed, steps=RUN_STEPS[mode], mode=mode, config=_run_cfg(mode))
     a, b = read_result(straight), read_result(resumed)
     assert b["restored_from"] == 7
     assert b["losses"] == {k: v for k, v in a["losses"].items() if int(k) > 7}
@@ -92,14 +108,14 @@ def test_resume_is_bitwise_identical_to_an_uninterrupted_run(
 def test_resharding_two_ranks_to_one(tmp_path: Path, finished_runs: Callable[[str], Path]) -> None:
     run = _copy_of(finished_runs("sync"), tmp_path / "run")
     two = read_result(run)
-    run_trainer(run, nproc=1, steps=STEPS, mode="sync", config=_cfg(), extra_args=["--no-train"])
+    # one launch on one rank: the digest right after the restore, then training goes on with one rank
+    run_trainer(run, nproc=1, steps=STEPS + 2, mode="sync", config=_cfg(), extra_args=["--restored-digest"])
     one = read_result(run)
     assert (one["world_size"], one["restored_from"]) == (1, STEPS)
-    assert one["digest"] == two["digest"]
+    assert one["restored_digest"] == two["digest"]
     restore = [e for e in read_events(run) if e["event"] == "restore"][-1]
     assert (restore["saved_world_size"], restore["world_size"]) == (2, 1)
-    run_trainer(run, nproc=1, steps=STEPS + 2, mode="sync", config=_cfg())  # and training goes on with one rank
-    assert read_result(run)["final_step"] == STEPS + 2
+    assert one["final_step"] == STEPS + 2
 
 
 def _load_full(dcp_dir: Path, out: Path) -> dict:
@@ -118,16 +134,17 @@ def _assert_identical(a, b, key: str = "") -> None:
         assert a == b, key
 
 
-def test_sync_and_async_checkpoints_of_the_same_state_load_identically(tmp_path: Path) -> None:
-    both = tmp_path / "both"
-    run_trainer(tmp_path / "run", steps=6, mode="sync", config=_cfg(), extra_args=["--save-both", both])
-    sync = _load_full(both / "sync" / step_dir_name(6), tmp_path / "sync.pt")
-    asyn = _load_full(both / "async" / step_dir_name(6), tmp_path / "async.pt")
+def test_sync_and_async_checkpoints_of_the_same_state_load_identically(
+    tmp_path: Path, finished_runs: Callable[[str], Path]
+) -> None:
+    both = finished_runs("sync").parent / "both"  # the shared sync run's final state, saved both ways
+    sync = _load_full(both / "sync" / step_dir_name(STEPS), tmp_path / "sync.pt")
+    asyn = _load_full(both / "async" / step_dir_name(STEPS), tmp_path / "async.pt")
     model_keys = [k for k in sync["app"]["model"]]
     assert model_keys and sync["app"]["optim"]["state"]
     _assert_identical(sync["app"]["model"], asyn["app"]["model"], "model")
     _assert_identical(sync["app"]["optim"], asyn["app"]["optim"], "optim")
-    assert sync["app"]["step"] == asyn["app"]["step"] == 6
+    assert sync["app"]["step"] == asyn["app"]["step"] == STEPS
     assert sync["app"]["sampler"] == asyn["app"]["sampler"]
 
 
