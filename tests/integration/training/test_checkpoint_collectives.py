@@ -27,28 +27,41 @@ def test_a_rank_blocked_in_a_restore_collective_leaves_at_the_checkpoint_deadlin
     assert classify(RuntimeError(out["error"])) == "peer_lost"  # blocked by its peer: not this rank's own fault
 
 
-def nvrx_wait(run_dir: Path, *, delay_s: float, wait_s: float) -> list[dict]:
-    """Run ``nvrx_two_ranks.py``; each rank's outcome of ``wait()``."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    torchrun([NVRX_SCRIPT, "--run-dir", run_dir, "--delay-s", delay_s, "--wait-s", wait_s], timeout_s=150)
-    return [json.loads((run_dir / f"wait.rank{r}.json").read_text()) for r in (0, 1)]
+#: The NVRx rounds of one launch (rank 1's write delay, the wait's bound): a 2 s slow write waited for without a
+#: deadline, then a 120 s slow one that an 8 s deadline ends.
+POLLED, DEADLINE = (2.0, 600.0), (120.0, 8.0)
 
 
-def test_a_blocking_nvrx_finalize_polls_once_per_interval(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def nvrx_waits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[list[dict]]]:
+    """One ``nvrx_two_ranks.py`` launch for the NVRx tests: its run directory, and per round each rank's outcome of
+    ``wait()``. Round 1 (:data:`POLLED`) saves step 1; round 2 (:data:`DEADLINE`) saves step 2 on the writer that is
+    warm by then, as in a run's later saves."""
+    run_dir = tmp_path_factory.mktemp("nvrx") / "run"
+    run_dir.mkdir(parents=True)
+    rounds = [f"{delay_s}:{wait_s}" for delay_s, wait_s in (POLLED, DEADLINE)]
+    torchrun([NVRX_SCRIPT, "--run-dir", run_dir, *(a for r in rounds for a in ("--round", r))], timeout_s=150)
+    outcomes = [[json.loads((run_dir / f"wait.{i}.rank{r}.json").read_text()) for r in (0, 1)] for i in (1, 2)]
+    return run_dir, outcomes
+
+
+def test_a_blocking_nvrx_finalize_polls_once_per_interval(nvrx_waits: tuple[Path, list[list[dict]]]) -> None:
     """Rank 1's NVRx writer is slowed by 2 s: rank 0 waits for it in one agreement per poll, not in back-to-back
     collectives, and the save commits."""
-    rank0, rank1 = nvrx_wait(tmp_path / "run", delay_s=2.0, wait_s=600)
+    run_dir, ((rank0, rank1), _) = nvrx_waits
     assert rank0["error"] == rank1["error"] == ""
     assert 1 < rank0["rounds"] <= rank0["wait_s"] / FINALIZE_POLL_S + 2, rank0
-    (commit,) = [e for e in read_events(tmp_path / "run") if e["event"] == "ckpt_committed"]
+    (commit,) = [e for e in read_events(run_dir) if e["event"] == "ckpt_committed"]  # round 2's never commits
     assert commit["step"] == 1 and commit["backend"].startswith("nvrx.FileSystemWriterAsync")
 
 
-def test_a_slow_nvrx_write_ends_the_blocking_finalize_at_its_deadline(tmp_path: Path) -> None:
+def test_a_slow_nvrx_write_ends_the_blocking_finalize_at_its_deadline(
+    nvrx_waits: tuple[Path, list[list[dict]]],
+) -> None:
     """The slow-storage fault reaches NVRx's writer: rank 1's write is delayed by 120 s, the wait is bounded by 8 s
     (rank 0's tiny write, handed to a writer already warm, takes well under a second). Both ranks give up at the
     deadline, each saying whether its own write had finished."""
-    rank0, rank1 = nvrx_wait(tmp_path / "run", delay_s=120.0, wait_s=8.0)
+    _, (_, (rank0, rank1)) = nvrx_waits
     expected = "the async checkpoint write did not finish on every rank within 8 s (this rank's writer: {})"
     assert expected.format("finished") in rank0["error"]
     assert expected.format("still writing") in rank1["error"]
