@@ -6,8 +6,10 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 STEPS = 40
 # An eviction takes effect within about a second (its pod must stop), while tiny CPU steps take milliseconds: it
@@ -15,6 +17,18 @@ STEPS = 40
 # The exception comes first, in the settled first world: on CI it once came 0.7 s after a replaced pod had rejoined
 # and was recovered by ft_launcher instead of in-process (a slower recovery, not a wrong one; cause not found).
 FAULTS = "exception@5:1,node-loss@12:1,sigkill@19:0,node-loss@26:0,evict@33:1"
+#: Cluster runs of one test file at once. Each mostly waits (a replacement pod, a rendezvous, a back-off), but all
+#: its pods start together and import torch: six runs at once on two cores made every start wait tens of seconds.
+AT_ONCE = 3
+
+T = TypeVar("T")
+
+
+def run_each(keys: Iterable[str], run: Callable[[str], T], at_once: int = AT_ONCE) -> dict[str, T]:
+    """``run(key)`` for every key, :data:`AT_ONCE` at a time; the results by key."""
+    keys = list(keys)
+    with ThreadPoolExecutor(at_once) as pool:
+        return dict(zip(keys, pool.map(run, keys), strict=True))
 
 
 def restarts_told(run_dir: Path) -> str:

@@ -1,49 +1,93 @@
-"""The other recovery modes on the local cluster: the schedule of ``test_cluster_node_faults.py`` (an exception, a
-SIGKILL, the node of each index lost, an eviction) in modes ``ft-launcher``, ``inprocess`` and ``async-ckpt``.
+"""Every recovery mode on the local cluster (``training.local --nodes``, the training Job's own manifests): the
+5-fault schedule ends with the fault-free state, and a fault that repeats past ``faults.max_repeats`` ends in a
+Failed Job with the FailJob reason.
 
-Each must end with the fault-free state, with every fault recovered by the layer ``docs/recovery-layers.md`` names
-for its mode, and with the Job counting no failure for the lost nodes and the eviction. ``inprocess-ft`` is
-``test_cluster_node_faults.py``'s run. ``sync-ckpt`` and ``k8s-only`` recover every fault as ``async-ckpt`` does
-(torchrun, then the job layer) and differ only in how they write checkpoints; the unrecoverable exit 42 is covered
-per launcher kind by ``tests/integration/charts/test_launch_command.py`` (torchrun and ft_launcher) and up to the
-Failed Job by ``test_cluster_fail_job.py``. The three runs share one fixture and run at once: each mostly waits (a
-replacement pod after its node-replace delay, a rendezvous), about 25 CPU-s each.
+The schedule (tests/helpers/cluster_schedule.py): an exception on rank 1, the node of index 1 lost (the rendezvous
+host's peer), a SIGKILL of rank 0's worker, the node of index 0 lost (the rendezvous host itself) and an eviction of
+index 1, 2 pods x 1 worker. Each mode must end with the state of a single-host fault-free run on the very data the
+cluster's dataset Job prepared (the cluster changes where the ranks run, not what they compute), with every fault
+recovered by the layer ``docs/recovery-layers.md`` names for its mode, and with the Job counting no failure for the
+lost nodes and the eviction. The default mode (``inprocess-ft``) is also checked for its annotations, its restore
+tiers and the causes it reports.
+
+Each kind of run shares one fixture, :data:`~tests.helpers.cluster_schedule.AT_ONCE` runs at a time: a cluster run
+mostly waits (a replacement pod after its node-replace delay, a rendezvous, a back-off).
 """
 
 from __future__ import annotations
 
+import copy
 import json
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.cluster_schedule import FAULTS, STEPS, fault_free_reference, restarts_told, summary
-from tests.helpers.training_runs import cluster_run
+from tests.helpers.cluster_schedule import FAULTS, STEPS, fault_free_reference, restarts_told, run_each, summary
+from tests.helpers.training_runs import FAST_CONFIG, cluster_run
 
 pytestmark = pytest.mark.integration
 
 #: The restarts per layer of FAULTS in each mode, from docs/recovery-layers.md's table: the exception and the SIGKILL
 #: go to the mode's layers, the two lost nodes and the eviction to the job layer.
 LAYERS = {
+    "inprocess-ft": {"inprocess": 1, "ft_launcher": 1, "job": 3},  # exception in-process, SIGKILL ft_launcher
     "ft-launcher": {"inprocess": 0, "ft_launcher": 2, "job": 3},  # exception and SIGKILL: ft_launcher
     "inprocess": {"inprocess": 1, "ft_launcher": 0, "job": 4},  # exception in-process; SIGKILL ends the pod (torchrun)
     "async-ckpt": {"inprocess": 0, "ft_launcher": 0, "job": 5},  # torchrun: every fault ends a pod
+    "sync-ckpt": {"inprocess": 0, "ft_launcher": 0, "job": 5},  # the same, with synchronous saves
+    "k8s-only": {"inprocess": 0, "ft_launcher": 0, "job": 5},  # the baseline: no NVRx at all
+}
+#: The layer the report gives the exception and the SIGKILL (docs/recovery-layers.md).
+IN_POD_LAYERS = {
+    "inprocess-ft": ("inprocess", "ft_launcher"),
+    "ft-launcher": ("ft_launcher", "ft_launcher"),
+    "inprocess": ("inprocess", "job"),
+    "async-ckpt": ("job", "job"),
+    "sync-ckpt": ("job", "job"),
+    "k8s-only": ("job", "job"),
+}
+#: Counted failures (podFailurePolicy ``Count``): the in-pod faults a mode leaves to the job layer.
+COUNTED = {"inprocess-ft": 0, "ft-launcher": 0, "inprocess": 1, "async-ckpt": 2, "sync-ckpt": 2, "k8s-only": 2}
+#: Index 1's pods when a sticky exception on rank 1 repeats past ``max_repeats: 1``: (exit code, action). The rank
+#: that next enters training after the second firing finds it twice in its failure ledger and exits 42. Recovered
+#: in-process or by ft_launcher, that rank is in the same pod; recovered by the job layer (torchrun-only modes), the
+#: pod ends with the fault's code 10 (counted, replaced) twice and the third pod exits 42.
+INDEX1_PODS = {
+    "inprocess-ft": [(42, "FailJob")],
+    "ft-launcher": [(42, "FailJob")],
+    "inprocess": [(42, "FailJob")],
+    "async-ckpt": [(10, "Count"), (10, "Count"), (42, "FailJob")],
+    "sync-ckpt": [(10, "Count"), (10, "Count"), (42, "FailJob")],
+    "k8s-only": [(10, "Count"), (10, "Count"), (42, "FailJob")],
 }
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("cluster-modes")
-    with ThreadPoolExecutor(len(LAYERS)) as pool:
-        futures = {
-            mode: pool.submit(cluster_run, base / mode, nodes=2, steps=STEPS, faults=FAULTS, mode=mode, timeout_s=420)
-            for mode in LAYERS
-        }
-        procs = {mode: f.result() for mode, f in futures.items()}
-    reference = fault_free_reference(base / "async-ckpt", base / "reference")
+    procs = run_each(
+        LAYERS, lambda mode: cluster_run(base / mode, nodes=2, steps=STEPS, faults=FAULTS, mode=mode, timeout_s=420)
+    )
+    reference = fault_free_reference(base / "inprocess-ft", base / "reference")
     assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
     return {"base": base, "procs": procs}
+
+
+@pytest.fixture(scope="module")
+def failed_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    base = tmp_path_factory.mktemp("cluster-fail-job")
+    config = copy.deepcopy(FAST_CONFIG)
+    config["faults"] = {"max_repeats": 1}
+
+    def run(mode: str) -> Any:
+        return cluster_run(base / mode, nodes=2, steps=12, faults="exception@3:1!", mode=mode, config=config)
+
+    return {"base": base, "procs": run_each(INDEX1_PODS, run)}
+
+
+def _status(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "job.json").read_text())
 
 
 @pytest.mark.parametrize("mode", list(LAYERS))
@@ -54,17 +98,26 @@ def test_every_fault_is_survived_by_its_layer_and_the_state_is_the_fault_free_on
     assert (got["final_step"], got["world_size"]) == (STEPS, 2)
     assert got["final_state_sha256"] == want["final_state_sha256"]
     assert got["restarts_by_layer"] == LAYERS[mode], restarts_told(run_dir)
+    # in-pod faults fire at their step; a node fault at the first step the cluster sees at or after its own
+    kinds = sorted((f.split("@")[0], f.split("(")[1].rstrip(")")) for f in got["faults"])
+    assert kinds == [("evict", "pod 1"), ("exception", "rank 1"), ("node-loss", "pod 0"), ("node-loss", "pod 1"),
+                     ("sigkill", "rank 0")]  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", list(LAYERS))
 def test_lost_nodes_and_the_eviction_count_no_failure(runs, mode):
     """Two lost nodes and an eviction are ignored failures (podFailurePolicy ``Ignore`` on ``DisruptionTarget``) in
     every mode; an in-pod fault that the mode leaves to the job layer ends its pod and counts (``Count``): none in
-    ft-launcher, the SIGKILL in inprocess (exit 137), the SIGKILL and the exception in async-ckpt."""
-    status = json.loads((runs["base"] / mode / "job.json").read_text())
+    inprocess-ft and ft-launcher, the SIGKILL in inprocess (exit 137), the SIGKILL and the exception in the
+    torchrun-only modes."""
+    status = _status(runs["base"] / mode)
     assert [c["type"] for c in status["conditions"]] == ["SuccessCriteriaMet", "Complete"]
-    counted = {"ft-launcher": 0, "inprocess": 1, "async-ckpt": 2}[mode]
-    assert (status["succeeded"], status["failed"], status["ignoredFailures"]) == (2, counted, 3)
+    pods = [(p["index"], p["attempt"], p["exit_code"], p["pod_failure_policy_action"]) for p in status["pods"]]
+    counts = (status["succeeded"], status["failed"], status["ignoredFailures"])
+    assert counts == (2, COUNTED[mode], 3), f"{pods}\n{restarts_told(runs['base'] / mode)}"
+    ignored = [p for p in status["pods"] if p["pod_failure_policy_action"] == "Ignore"]
+    reasons = sorted((p["index"], c["reason"]) for p in ignored for c in p["conditions"])
+    assert reasons == [(0, "DeletionByTaintManager"), (1, "DeletionByTaintManager"), (1, "EvictionByEvictionAPI")]
 
 
 @pytest.mark.parametrize("mode", list(LAYERS))
@@ -75,3 +128,64 @@ def test_the_report_gives_each_node_fault_to_the_job_layer(runs, mode):
     node_faults = [f for f in run.faults if f.injected and f.kind in ("node-loss", "evict")]
     assert sorted((f.kind, f.pod) for f in node_faults) == [("evict", 1), ("node-loss", 0), ("node-loss", 1)]
     assert all(f.layer == "job" and f.recovery_s is not None and f.recovery_s > 0 for f in node_faults)
+    by_kind = {f.kind: f.layer for f in run.faults if f.injected}
+    assert (by_kind["exception"], by_kind["sigkill"]) == IN_POD_LAYERS[mode], restarts_told(runs["base"] / mode)
+
+
+@pytest.mark.parametrize("mode", list(LAYERS))
+def test_every_restart_names_the_fault_that_caused_it(runs, mode):
+    """A restart's cause is the newest fault injected before it: a node lost after an in-process recovery is
+    ``node-loss``, not the exception recovered earlier (session 7's run said ``exception``)."""
+    from training.telemetry.events import read_events
+
+    newest, told = None, []
+    for e in read_events(runs["base"] / mode):
+        if e["event"] == "fault_injected":
+            newest = e["kind"]
+        elif e["event"] == "restart_begin":
+            told.append((e["layer"], e["cause"], newest))
+    assert all(cause == newest for _, cause, newest in told), told
+    assert {cause for _, cause, _ in told} == {"exception", "node-loss", "sigkill", "evict"}, told
+
+
+def test_the_default_mode_replaces_only_the_faulty_indexes_pods(runs):
+    """inprocess-ft: the pod of index 1 that finished is its third (after the lost node's pod and the evicted one);
+    index 0's second, after its lost node; no counted failure on either index."""
+    status = _status(runs["base"] / "inprocess-ft")
+    final = {p["index"]: p for p in status["pods"] if p["pod_failure_policy_action"] == "Succeeded"}
+    annotations = {i: final[i]["annotations"] for i in (0, 1)}
+    assert final[1]["attempt"] == 2 and annotations[1]["batch.kubernetes.io/job-index-ignored-failure-count"] == "2"
+    assert final[0]["attempt"] == 1 and annotations[0]["batch.kubernetes.io/job-index-ignored-failure-count"] == "1"
+    assert annotations[0]["batch.kubernetes.io/job-index-failure-count"] == "0"
+
+
+def test_a_replaced_node_restores_from_its_peer_s_memory(runs):
+    """inprocess-ft: every fault rolls back at most the memory tier's interval (5); the node lost at index 0 after
+    the snapshot of step 25 comes back from the copy rank 1 holds of rank 0's snapshot (tier ``peer``), the
+    survivors from their own /dev/shm, not from storage."""
+    from training.telemetry.goodput import analyze, load_events
+
+    events = load_events(runs["base"] / "inprocess-ft").events
+    run = analyze(events)
+    assert all(f.rollback_steps is not None and f.rollback_steps <= 5 for f in run.faults if f.injected)
+    node0 = next(f for f in run.faults if f.kind == "node-loss" and f.pod == 0)
+    assert (node0.restored_step, node0.restore_tier) == (25, "peer")
+    restore = next(e for e in events if e["event"] == "restore" and e["from_step"] == 25 and e["tier"] == "peer")
+    assert restore["per_rank_tier"] == ["peer", "shm"]
+
+
+@pytest.mark.parametrize("mode", list(INDEX1_PODS))
+def test_a_repeated_fault_fails_the_job_with_the_fail_job_reason(failed_runs, mode):
+    proc, run_dir = failed_runs["procs"][mode], failed_runs["base"] / mode
+    assert proc.returncode == 42, (proc.stdout + proc.stderr)[-4000:]
+    assert "Job Failed: PodFailurePolicy" in proc.stdout
+    status = _status(run_dir)
+    assert status["conditions"][-1]["type"] == "Failed" and status["conditions"][-1]["reason"] == "PodFailurePolicy"
+    index1 = [p for p in status["pods"] if p["index"] == 1]
+    assert [(p["exit_code"], p["pod_failure_policy_action"]) for p in index1] == INDEX1_PODS[mode]
+    counts = [p["annotations"]["batch.kubernetes.io/job-index-failure-count"] for p in index1]
+    assert counts == [str(n) for n in range(len(index1))]
+    # index 0 never failed on its own: its supervisor relaunched in place each time it lost its peer, and the Job's
+    # failure ended its one pod
+    (index0,) = [p for p in status["pods"] if p["index"] == 0]
+    assert index0["pod_failure_policy_action"] != "Succeeded"
