@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpoin
 
 from training.checkpoint.errors import MarkerReadError
 from training.common.files import sha256_file
-from training.common.peer_errors import is_peer_error
+from training.common.peer_errors import causes, lost_peer_behind
 
 COMMIT_MARKER = "COMMITTED"
 #: Most threads one rank hashes its files with (:func:`checksums`).
@@ -249,33 +249,14 @@ def list_partial(root: Path) -> list[tuple[int, Path]]:
     return _list(root, _TMP_RE)
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
-    """``exc`` and everything it wraps: ``__cause__``, ``__context__`` and each rank's error in DCP's exception."""
-    seen: list[BaseException] = []
-    stack: list[BaseException] = [exc]
-    while stack:
-        e = stack.pop()
-        if e in seen:
-            continue
-        seen.append(e)
-        failures = getattr(e, "failures", None)
-        if isinstance(failures, dict):
-            for v in failures.values():  # DCP wraps each rank's error as (exception, traceback)
-                inner = v[0] if isinstance(v, tuple) and v else getattr(v, "exception", v)
-                if isinstance(inner, BaseException):
-                    stack.append(inner)
-        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
-    return seen
-
-
 def os_error_in(exc: BaseException) -> OSError | None:
     """The first OSError with an errno among ``exc`` and what it wraps (a storage error), if any."""
-    return next((e for e in _causes(exc) if isinstance(e, OSError) and e.errno is not None), None)
+    return next((e for e in causes(exc) if isinstance(e, OSError) and e.errno is not None), None)
 
 
 def describe_error(exc: BaseException) -> str:
     """One line naming the cause, e.g. ``ENOSPC: No space left on device`` (unwraps DCP's CheckpointException)."""
-    seen = _causes(exc)
+    seen = causes(exc)
     os_error = os_error_in(exc)
     if os_error is not None:
         return f"{errno.errorcode.get(os_error.errno, os_error.errno)}: {os_error.strerror} ({type(os_error).__name__})"
@@ -293,7 +274,7 @@ def peer_cause(exc: BaseException) -> str | None:
     """``likely cause: ...`` for a save that failed because another rank stopped answering in one of its collectives
     (gloo's send/recv timeout or closed connection, NCCL's watchdog or aborted communicator), else None: on a node
     loss the save in flight fails this way, and the line should not read like a storage fault."""
-    if not any(is_peer_error(e) for e in _causes(exc)):
+    if not lost_peer_behind(exc):
         return None
     return (
         "likely cause: another rank stopped answering in the save's collective (a lost node or a failed rank); "

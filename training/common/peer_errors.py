@@ -1,4 +1,5 @@
-"""Whether an exception is a rank's view of a failed peer (used by the exit codes and by the checkpoint's messages).
+"""Whether an exception is a rank's view of a failed peer (used by the exit codes and by the checkpoint's messages),
+and the walk over what an exception wraps.
 
 torch.distributed raises these on the ranks that survive a peer's failure: gloo's send/recv and store timeouts,
 closed or reset connections, NCCL's watchdog timeout and aborted communicators. Their own fault happened elsewhere.
@@ -24,3 +25,31 @@ def is_peer_error(exc: BaseException) -> bool:
     name = type(exc).__name__
     text = str(exc).lower()
     return name in PEER_ERROR_TYPES or "timeout" in name.lower() or any(m in text for m in PEER_ERROR_MARKERS)
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and everything it wraps: ``__cause__``, ``__context__`` and each rank's error in DCP's exception."""
+    seen: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.append(e)
+        failures = getattr(e, "failures", None)
+        if isinstance(failures, dict):
+            for v in failures.values():  # DCP wraps each rank's error as (exception, traceback)
+                inner = v[0] if isinstance(v, tuple) and v else getattr(v, "exception", v)
+                if isinstance(inner, BaseException):
+                    stack.append(inner)
+        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+    return seen
+
+
+def lost_peer_behind(exc: BaseException) -> bool:
+    """A peer's failure is what ``exc`` wraps (a checkpoint save whose collective lost its peer), and no OS error
+    with an errno is (a storage failure stays one even when its text says "timed out")."""
+    chain = causes(exc)
+    if any(isinstance(e, OSError) and e.errno is not None for e in chain):
+        return False
+    return any(is_peer_error(e) for e in chain)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from training.common.files import atomic_write_json
-from training.common.peer_errors import is_peer_error
+from training.common.peer_errors import is_peer_error, lost_peer_behind
 
 EXIT_STATUS_FILE = "exit_status.json"
 LEDGER_DIR = "faults"
@@ -122,7 +122,8 @@ def classify(exc: BaseException) -> str:
     if name == "CheckpointRootMissingError":
         return "checkpoint_root_missing"
     if any(c.__name__ == "CheckpointStorageError" for c in type(exc).__mro__):  # a write, commit or read failed
-        return "checkpoint_write"
+        # ... because a peer stopped answering in its collective (a node lost during a save): not this rank's fault
+        return "peer_lost" if lost_peer_behind(exc) else "checkpoint_write"
     if isinstance(exc, MemoryError) or "outofmemory" in name.lower() or "can't allocate memory" in text:
         return "oom"
     if is_peer_error(exc):

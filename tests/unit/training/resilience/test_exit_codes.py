@@ -50,6 +50,14 @@ def test_classify_causes() -> None:
     assert exit_code_for("peer_lost", 42) == ExitCode.PEER_LOST == 14
     assert classify(ValueError("x")) == "exception"
     assert classify(CheckpointWriteError("ENOSPC")) == classify(MarkerReadError("EIO")) == "checkpoint_write"
+    # a save whose collective lost its peer (a node lost during a sync save): the peer's failure, not this rank's
+    try:
+        try:
+            raise RuntimeError("[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 3000ms for send operation")
+        except RuntimeError as e:
+            raise CheckpointWriteError("checkpoint of step 25 failed") from e
+    except CheckpointWriteError as e:
+        assert classify(e) == "peer_lost"
     assert classify(CheckpointRootMissingError("gone")) == "checkpoint_root_missing"
     assert exit_code_for("checkpoint_root_missing", 42) == 22
     assert exit_code_for("checkpoint_write", 42) == ExitCode.CHECKPOINT_WRITE
