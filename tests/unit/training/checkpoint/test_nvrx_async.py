@@ -95,7 +95,7 @@ print("served", second.pending(), flush=True)
 def busy(nvrx, seconds):  # a write that takes ``seconds``
     nvrx._schedule(nvrx._core.AsyncRequest(async_fn=time.sleep, async_fn_args=(seconds,), finalize_fns=[]))
 
-busy(second, 4)  # a write in flight at the fault: the writer is kept, and owes the failed iteration that write
+busy(second, 1.5)  # a write in flight at the fault: the writer is kept, and owes the failed iteration that write
 abandon_async_saves()
 print("busy writer parked", worker.is_alive(), nvrx_async._SPARE_WORKER[0].stale, flush=True)
 third = NvrxAsync()
@@ -305,7 +305,7 @@ def test_a_write_in_flight_at_an_in_process_restart_finishes_on_the_writer_the_n
     tmp_path: Path,
 ) -> None:
     """A fresh writer stalled the first save after a restart ~5.5 s on an H200: the writer is kept even with a
-    (here 2 s slow) write in flight; the next iteration's save of the same step waits for it, then commits."""
+    (here 0.5 s slow) write in flight; the next iteration's save of the same step waits for it, then commits."""
     out = nvrx_saves.run(tmp_path, tmp_path / "ckpt", "restart").splitlines()
     assert "writer kept True owes True" in out
     assert "restored before None" in out
