@@ -10,8 +10,8 @@ recovered by the layer ``docs/recovery-layers.md`` names for its mode, and with 
 lost nodes and the eviction. The default mode (``inprocess-ft``) is also checked for its annotations, its restore
 tiers and the causes it reports.
 
-Each kind of run shares one fixture, :data:`~tests.helpers.cluster_schedule.AT_ONCE` runs at a time: a cluster run
-mostly waits (a replacement pod after its node-replace delay, a rendezvous, a back-off).
+All twelve runs go through one pool, :data:`~tests.helpers.cluster_schedule.AT_ONCE` at a time: a cluster run mostly
+waits (a replacement pod after its node-replace delay, a rendezvous, a back-off).
 """
 
 from __future__ import annotations
@@ -64,26 +64,38 @@ INDEX1_PODS = {
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def all_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every cluster run of this module through one pool, the longer schedule runs first: ``schedule/<mode>`` and
+    ``fail-job/<mode>`` under ``base``, and the fault-free reference ``schedule/reference``."""
     base = tmp_path_factory.mktemp("cluster-modes")
-    procs = run_each(
-        LAYERS, lambda mode: cluster_run(base / mode, nodes=2, steps=STEPS, faults=FAULTS, mode=mode, timeout_s=420)
-    )
-    reference = fault_free_reference(base / "inprocess-ft", base / "reference")
+    fail_config = copy.deepcopy(FAST_CONFIG)
+    fail_config["faults"] = {"max_repeats": 1}
+
+    def run(key: str) -> Any:
+        kind, mode = key.split("/")
+        if kind == "schedule":
+            return cluster_run(base / key, nodes=2, steps=STEPS, faults=FAULTS, mode=mode, timeout_s=420)
+        return cluster_run(base / key, nodes=2, steps=12, faults="exception@3:1!", mode=mode, config=fail_config)
+
+    procs = run_each([f"schedule/{m}" for m in LAYERS] + [f"fail-job/{m}" for m in INDEX1_PODS], run)
+    reference = fault_free_reference(base / "schedule" / "inprocess-ft", base / "schedule" / "reference")
     assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
     return {"base": base, "procs": procs}
 
 
 @pytest.fixture(scope="module")
-def failed_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    base = tmp_path_factory.mktemp("cluster-fail-job")
-    config = copy.deepcopy(FAST_CONFIG)
-    config["faults"] = {"max_repeats": 1}
+def runs(all_runs: dict[str, Any]) -> dict[str, Any]:
+    """The schedule runs by mode, and ``reference``."""
+    base = all_runs["base"] / "schedule"
+    procs = {key.split("/")[1]: p for key, p in all_runs["procs"].items() if key.startswith("schedule/")}
+    return {"base": base, "procs": procs}
 
-    def run(mode: str) -> Any:
-        return cluster_run(base / mode, nodes=2, steps=12, faults="exception@3:1!", mode=mode, config=config)
 
-    return {"base": base, "procs": run_each(INDEX1_PODS, run)}
+@pytest.fixture(scope="module")
+def failed_runs(all_runs: dict[str, Any]) -> dict[str, Any]:
+    """The repeated-fault runs by mode."""
+    procs = {key.split("/")[1]: p for key, p in all_runs["procs"].items() if key.startswith("fail-job/")}
+    return {"base": all_runs["base"] / "fail-job", "procs": procs}
 
 
 def _status(run_dir: Path) -> dict[str, Any]:
