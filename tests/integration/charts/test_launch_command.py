@@ -3,7 +3,8 @@
 One node with two workers; ``launch_payload`` stands in for the training. Checks that ranks and world size
 come out as planned, that a worker's unrecoverable exit code becomes the pod's exit code, and what the supervisor
 does with an ordinary failure: under torchrun the worker's own code ends the pod; under ft_launcher a fresh launcher
-follows while the windowed relaunch budget holds its failures.
+follows while the windowed relaunch budget holds its failures. The module's six supervisor runs go three at a time
+(:func:`supervisor_runs`): they mostly wait on their launchers, and each has its own ports and node files.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -51,7 +53,7 @@ def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_
         }
     )
     topo = Topology(nodes=1, instance=dataclasses.replace(cfg.instance, gpus=2))
-    files = NodeFiles(*(str(tmp_path / name) for name in ("unrecoverable", "exits", "relaunches")))
+    files = NodeFiles(*(str(tmp_path / name) for name in ("unrecoverable", "exits", "relaunches", "prefork.sock")))
     script = supervisor_script(cfg, mode, topo, host="127.0.0.1", module=PAYLOAD, files=files)
     env = {
         **os.environ,
@@ -67,9 +69,33 @@ def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_
     return cfg, proc, records
 
 
+#: The module's supervisor runs: (test, mode) -> (failing rank, its exit code).
+RUNS: dict[tuple[str, RecoveryMode], tuple[int | None, int]] = {
+    ("success", RecoveryMode.K8S_ONLY): (None, 0),
+    ("success", RecoveryMode.FT_LAUNCHER): (None, 0),
+    ("unrecoverable", RecoveryMode.SYNC_CKPT): (1, 42),
+    ("unrecoverable", RecoveryMode.INPROCESS_FT): (1, 42),
+    ("ordinary", RecoveryMode.ASYNC_CKPT): (0, 3),
+    ("ordinary", RecoveryMode.FT_LAUNCHER): (0, 3),
+}
+
+
+@pytest.fixture(scope="module")
+def supervisor_runs(tmp_path_factory: pytest.TempPathFactory):
+    """Every run of :data:`RUNS`, three at a time, each in a directory of its own; (test, mode) -> the future of
+    :func:`_run`'s result (a run that raised fails only its own test). The longest (ft_launcher relaunched after an
+    ordinary failure) starts first."""
+    order = sorted(RUNS, key=lambda k: k != ("ordinary", RecoveryMode.FT_LAUNCHER))
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        yield {
+            key: pool.submit(_run, tmp_path_factory.mktemp(f"{key[0]}-{key[1].value}"), key[1], *RUNS[key])
+            for key in order
+        }
+
+
 @pytest.mark.parametrize("mode", [RecoveryMode.K8S_ONLY, RecoveryMode.FT_LAUNCHER])
-def test_success_gives_planned_ranks(tmp_path, mode):
-    _, proc, records = _run(tmp_path, mode)
+def test_success_gives_planned_ranks(supervisor_runs, mode):
+    _, proc, records = supervisor_runs["success", mode].result()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(records) == ["rank-0.jsonl", "rank-1.jsonl"]
     for name, (rec,) in records.items():
@@ -79,8 +105,8 @@ def test_success_gives_planned_ranks(tmp_path, mode):
 
 
 @pytest.mark.parametrize("mode", [RecoveryMode.SYNC_CKPT, RecoveryMode.INPROCESS_FT])
-def test_unrecoverable_exit_reaches_the_pod(tmp_path, mode):
-    cfg, proc, records = _run(tmp_path, mode, fail_rank=1, exit_code=42)
+def test_unrecoverable_exit_reaches_the_pod(supervisor_runs, mode):
+    cfg, proc, records = supervisor_runs["unrecoverable", mode].result()
     assert cfg.ft.unrecoverable_exit_code == 42
     assert proc.returncode == 42, proc.stdout + proc.stderr
     # ft_launcher is stopped instead of restarting the group up to max_restarts (3) times
@@ -88,8 +114,8 @@ def test_unrecoverable_exit_reaches_the_pod(tmp_path, mode):
 
 
 @pytest.mark.parametrize("mode", [RecoveryMode.ASYNC_CKPT, RecoveryMode.FT_LAUNCHER])
-def test_an_ordinary_failure_ends_the_pod_with_the_workers_code(tmp_path, mode):
-    cfg, proc, records = _run(tmp_path, mode, fail_rank=0, exit_code=3)
+def test_an_ordinary_failure_ends_the_pod_with_the_workers_code(supervisor_runs, mode):
+    cfg, proc, records = supervisor_runs["ordinary", mode].result()
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out  # Kubernetes counts it and replaces the pod; never the unrecoverable 42
     if mode is RecoveryMode.FT_LAUNCHER:
