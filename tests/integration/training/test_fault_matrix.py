@@ -40,7 +40,7 @@ from tests.helpers.training_runs import (
 )
 from tests.helpers.training_runs import test_env as child_env
 from training.checkpoint.files import COMMIT_MARKER, step_dir_name
-from training.resilience.exit_codes import ExitCode
+from training.resilience.exit_codes import ExitCode, classify
 from training.resilience.faults import parse_schedule
 from training.telemetry.events import read_events
 from training.telemetry.goodput import analyze
@@ -62,6 +62,8 @@ PHASES: dict[str, str] = {
 #: Restores that fail before a storage error escalates to exit 21 (the ledger's limit, plus the one that exceeds it).
 MAX_REPEATS = FaultConfig().max_repeats
 RESULTS = Path(os.environ.get("RELIABILITY_RESULTS", REPO_ROOT / "runs" / "reliability" / "fault_matrix.json"))
+#: What some cells' runs returned, by cell (for the tests that look closer than the cell's ``ok``; not in RESULTS).
+RAW: dict[str, Any] = {}
 
 
 def _config(**extra: Any) -> dict[str, Any]:
@@ -170,6 +172,7 @@ def _nvrx_full_disk(root: Path) -> dict[str, Any]:
         out = nvrx_saves.run(root / "nvrx-full-disk", mount / "ckpt", "as-is")
     finally:
         unmount(mount)
+    RAW[NVRX_FULL_DISK] = {"out": out, "mount": mount}
     line = next((ln for ln in out.splitlines() if ln.startswith("maybe_finalize raised:")), out.strip()[-300:])
     ok = line.startswith("maybe_finalize raised: checkpoint at step 1 failed") and STORAGE_CAUSE[NVRX_FULL_DISK] in line
     return {**cell, "ok": ok, "outcome": line[:400]}
@@ -304,6 +307,7 @@ def _cell_dcp_storage_exception(root: Path) -> dict[str, Any]:
 def _cell_blocked_collective(root: Path) -> dict[str, Any]:
     """Rank 1 never joins the restore's checkpoint collective; the default group has the timeout it gets on CUDA."""
     out = blocked_restore(root / "blocked-collective")
+    RAW["blocked checkpoint collective"] = out
     deadline_ms = f"Timed out waiting {out['checkpoint_deadline_s'] * 1000:.0f}ms"
     ok = deadline_ms in out["error"] and out["checkpoint_deadline_s"] < out["hard_timeout_s"]
     outcome = (
@@ -382,3 +386,25 @@ def test_storage_cell(matrix: list[dict[str, Any]], name: str) -> None:
 def test_checkpoint_cell(matrix: list[dict[str, Any]], name: str) -> None:
     cell = next(c for c in matrix if c["kind"] == "checkpoint" and c["phase"] == name)
     assert cell["ok"], cell
+
+
+def test_a_rank_blocked_in_a_restore_collective_leaves_at_the_checkpoint_deadline(
+    matrix: list[dict[str, Any]],
+) -> None:
+    """The blocked-collective cell's run, closer: the default group has the timeout it gets on CUDA (20 s locally,
+    above the 8 s hard timeout); the restore's collective on the checkpoint group must still end after
+    gloo_timeout_s (3 s), as gloo's own error says."""
+    out = RAW["blocked checkpoint collective"]
+    assert (out["checkpoint_deadline_s"], out["hard_timeout_s"], out["default_group_timeout_s"]) == (3.0, 8.0, 20.0)
+    assert "Timed out waiting 3000ms" in out["error"], out
+    assert classify(RuntimeError(out["error"])) == "peer_lost"  # blocked by its peer: not this rank's own fault
+
+
+def test_a_full_disk_on_the_nvrx_path_names_its_cause_from_the_file_system(matrix: list[dict[str, Any]]) -> None:
+    """The NVRx full-disk cell's run (a 512 KiB tmpfs), closer: the writer's failure and the file system's numbers."""
+    if NVRX_FULL_DISK not in RAW:
+        pytest.skip("needs root to mount a tmpfs")
+    out, mnt = RAW[NVRX_FULL_DISK]["out"], RAW[NVRX_FULL_DISK]["mount"]
+    assert "maybe_finalize raised: checkpoint at step 1 failed: RuntimeError: Worker failure: " in out
+    cause = "likely cause: the file system is full (this rank's save needed 1.5 MiB)"
+    assert f"{cause}; file system: 0 B free of 512 KiB at {mnt}" in out
