@@ -15,6 +15,12 @@ class CheckpointWriteError(CheckpointStorageError):
     """A checkpoint could not be written or committed (ENOSPC, unwritable directory, I/O error)."""
 
 
+class CheckpointPeerError(CheckpointWriteError):
+    """A save failed on other ranks only, because they were stopped (SIGTERM: an eviction, their launcher stopping
+    them) or lost a peer during it; this rank's own write was fine. Exits as a lost peer (14), not a storage fault:
+    the rank that was stopped is the one whose pod Kubernetes replaces."""
+
+
 class CheckpointReadError(CheckpointStorageError):
     """A committed checkpoint could not be read (an I/O error, not a damaged checkpoint): never a reason to skip,
     quarantine or delete it."""

@@ -270,6 +270,20 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:500]
 
 
+def rank_failures(exc: BaseException) -> dict[int, BaseException] | None:
+    """Each failed rank's error in the DCP ``CheckpointException`` that ``exc`` is or wraps (DCP gathers every rank's
+    error onto every rank), or None when ``exc`` holds no DCP exception."""
+    for e in causes(exc):
+        if isinstance(e, DcpCheckpointException):
+            out = {}
+            for rank, v in e.failures.items():  # (exception, traceback) per rank
+                inner = v[0] if isinstance(v, tuple) and v else v
+                if isinstance(inner, BaseException):
+                    out[int(rank)] = inner
+            return out
+    return None
+
+
 def peer_cause(exc: BaseException) -> str | None:
     """``likely cause: ...`` for a save that failed because another rank stopped answering in one of its collectives
     (gloo's send/recv timeout or closed connection, NCCL's watchdog or aborted communicator), else None: on a node

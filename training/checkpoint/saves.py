@@ -22,10 +22,19 @@ from torch.distributed.tensor import DTensor
 from training.checkpoint.backends import Backend, InFlight, join_dcp_threads
 from training.checkpoint.collectives import all_ok, all_sum
 from training.checkpoint.commit import COMMIT_THREAD, PEER_WAIT_S, commit_save, generation, wait_rank_sums
-from training.checkpoint.errors import CheckpointError, CheckpointWriteError
-from training.checkpoint.files import TMP_SUFFIX, describe_error, peer_cause, publish_rank_checksums, step_dir_name
+from training.checkpoint.errors import CheckpointError, CheckpointPeerError, CheckpointWriteError
+from training.checkpoint.files import (
+    TMP_SUFFIX,
+    describe_error,
+    peer_cause,
+    publish_rank_checksums,
+    rank_failures,
+    step_dir_name,
+)
 from training.checkpoint.state import AppState
 from training.checkpoint.storage import likely_cause
+from training.common.peer_errors import lost_peer_behind
+from training.common.terminated import Terminated
 from training.telemetry.events import EventLog
 
 
@@ -55,16 +64,35 @@ class StorageSaves:
         if self.rank == 0:
             self.events.emit(event, **fields)
 
-    def _fail(self, step: int, exc: BaseException) -> CheckpointWriteError:
-        """Report a failed save now (event and log line, with the likely cause) and return the error to raise."""
+    def _fail(self, step: int, exc: BaseException) -> BaseException:
+        """Report a failed save now (event and log line, with the likely cause) and return the error to raise.
+
+        DCP gathers every rank's error onto every rank: a rank stopped (SIGTERM) inside its write gets its own
+        :class:`Terminated` back (a clean stop, exit 143, not a storage fault), and the ranks whose own write was
+        fine get a :class:`CheckpointPeerError` (a lost peer, exit 14): the stopped rank's pod is the one replaced.
+        """
+        failures = rank_failures(exc)
+        own = exc if failures is None else failures.get(self.rank)
+        peers_only = failures is not None and own is None and bool(failures)
         msg = describe_error(exc)
-        # torch's C++ writers often lose the errno
-        cause = likely_cause(exc, self.root, self._save_bytes) or peer_cause(exc)
-        msg = f"{msg}; {cause}" if cause is not None else msg
+        if peers_only and all(isinstance(e, Terminated) or lost_peer_behind(e) for e in failures.values()):
+            ranks = ("rank " if len(failures) == 1 else "ranks ") + ", ".join(str(r) for r in sorted(failures))
+            msg = (
+                f"{ranks} failed in the save, not this rank ({msg}); likely cause: another rank was stopped "
+                "(an eviction, its launcher stopping it) or lost during the save; this save is given up"
+            )
+            kind: type[CheckpointWriteError] = CheckpointPeerError
+        else:
+            # torch's C++ writers often lose the errno
+            cause = likely_cause(exc, self.root, self._save_bytes) or peer_cause(exc)
+            msg = f"{msg}; {cause}" if cause is not None else msg
+            kind = CheckpointWriteError
         with contextlib.suppress(OSError):  # the event log may sit on the same full file system
             self.events.emit("ckpt_failed", step=step, error=msg, backend=self.backend)
         print(f"[checkpoint] rank {self.rank}: checkpoint at step {step} failed: {msg}", flush=True)
-        err = CheckpointWriteError(f"checkpoint at step {step} failed: {msg}")
+        if isinstance(own, Terminated):
+            return own
+        err = kind(f"checkpoint at step {step} failed: {msg}")
         err.__cause__ = exc
         return err
 

@@ -123,7 +123,8 @@ def classify(exc: BaseException) -> str:
         return "checkpoint_root_missing"
     if any(c.__name__ == "CheckpointStorageError" for c in type(exc).__mro__):  # a write, commit or read failed
         # ... because a peer stopped answering in its collective (a node lost during a save): not this rank's fault
-        return "peer_lost" if lost_peer_behind(exc) else "checkpoint_write"
+        # (or failed on other ranks only, which were stopped or lost a peer: CheckpointPeerError)
+        return "peer_lost" if name == "CheckpointPeerError" or lost_peer_behind(exc) else "checkpoint_write"
     if isinstance(exc, MemoryError) or "outofmemory" in name.lower() or "can't allocate memory" in text:
         return "oom"
     if is_peer_error(exc):

@@ -22,6 +22,10 @@ import socket
 import threading
 from typing import Any
 
+from training.common.terminated import Terminated
+
+__all__ = ["GRACE_S", "TERMINATED_EXIT_CODE", "Terminated", "install"]
+
 #: What a shell reports for a process ended by SIGTERM; the trainer exits with it after a clean stop, so the pod's
 #: supervisor reads "stopped", never a fault of this node.
 TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
@@ -30,13 +34,6 @@ GRACE_S = 1.0
 
 _taken = threading.Event()
 _sockets: tuple[socket.socket, socket.socket] | None = None  # kept open for the life of the process
-
-
-class Terminated(BaseException):
-    """SIGTERM reached the worker: its pod is being stopped (an eviction, the Job's end) or its launcher is stopping
-    the worker group. A ``BaseException``, so NVRx's in-process Wrapper does not restart it; the trainer unwinds, and
-    its ``close`` lets this rank's in-flight checkpoint write finish (a synchronous or torch async save; an NVRx
-    writer's unfinished write is abandoned unless its commit already started) before the process exits 143."""
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

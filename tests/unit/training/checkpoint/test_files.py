@@ -27,6 +27,24 @@ def test_describe_names_the_os_error_inside_dcp_wrappers() -> None:
     assert describe_error(other) == "ValueError: bad plan"
 
 
+def test_rank_failures_reads_each_ranks_error_out_of_dcps_wrapper() -> None:
+    """DCP gathers (exception, traceback) per failed rank; a wrapper around it (our CheckpointWriteError) is seen
+    through, and an exception without DCP's has none."""
+    from torch.distributed.checkpoint.api import CheckpointException as DcpError
+
+    from training.checkpoint.errors import CheckpointWriteError
+    from training.checkpoint.files import rank_failures
+    from training.common.terminated import Terminated
+
+    stopped, full = Terminated("SIGTERM"), OSError(28, "No space left on device")
+    dcp = DcpError("save failed", {1: (stopped, None), 3: (full, None)})
+    assert rank_failures(dcp) == {1: stopped, 3: full}
+    wrapped = CheckpointWriteError("checkpoint at step 5 failed")
+    wrapped.__cause__ = dcp
+    assert rank_failures(wrapped) == {1: stopped, 3: full}
+    assert rank_failures(full) is None
+
+
 def test_hash_shares_split_the_bytes_evenly_and_cover_each_file_once() -> None:
     files = {name: {"bytes": size} for name, size in [("a", 100), ("b", 90), ("c", 60), ("d", 40), (".metadata", 5)]}
     shares = hash_shares(files, 2)

@@ -11,7 +11,12 @@ from torch.distributed import DistNetworkError, DistStoreError
 
 from tests.helpers.training_runs import REPO_ROOT
 from tests.helpers.training_runs import test_env as child_env
-from training.checkpoint.errors import CheckpointRootMissingError, CheckpointWriteError, MarkerReadError
+from training.checkpoint.errors import (
+    CheckpointPeerError,
+    CheckpointRootMissingError,
+    CheckpointWriteError,
+    MarkerReadError,
+)
 from training.resilience.exit_codes import (
     ExitCode,
     FailureLedger,
@@ -58,6 +63,8 @@ def test_classify_causes() -> None:
             raise CheckpointWriteError("checkpoint of step 25 failed") from e
     except CheckpointWriteError as e:
         assert classify(e) == "peer_lost"
+    # a save that failed on other ranks only (they were stopped in it): this rank leaves as a lost peer
+    assert classify(CheckpointPeerError("checkpoint at step 35 failed: rank 1 failed in the save")) == "peer_lost"
     assert classify(CheckpointRootMissingError("gone")) == "checkpoint_root_missing"
     assert exit_code_for("checkpoint_root_missing", 42) == 22
     assert exit_code_for("checkpoint_write", 42) == ExitCode.CHECKPOINT_WRITE
