@@ -35,6 +35,13 @@ from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
 from training.resilience.exit_codes import fail_job_exit_codes
 
 TRAINING_MODULE = "training.train"
+#: A process forked from the pod's worker template (``job.prefork_workers``): ``PREFORK_RUN MODULE ARGS...``.
+PREFORK_RUN = ("python", "-m", "training.common.prefork", "run")
+#: The module behind each launcher's console script (what the template runs as ``python -m`` would).
+LAUNCHER_MODULES = {
+    "torchrun": "torch.distributed.run",
+    "ft_launcher": "nvidia_resiliency_ext.fault_tolerance.launcher",
+}
 
 
 @dataclass(frozen=True)
@@ -147,7 +154,7 @@ def worker_script(cfg: ProjectConfig, *, module: str = TRAINING_MODULE, files: N
     group while the supervisor polls for the marker. A SIGTERM from the launcher (which signals the whole process
     group) reaches the training process; the wrapper waits for it, so a stopped worker is logged too (143)."""
     codes = "|".join(str(c) for c in fail_job_exit_codes(cfg.ft.unrecoverable_exit_code))
-    python = f"python -m training.common.prefork run {module}" if cfg.job.prefork_workers else f"python -m {module}"
+    python = f"{' '.join(PREFORK_RUN)} {module}" if cfg.job.prefork_workers else f"python -m {module}"
     return (
         "trap : TERM INT\n"
         f'{python} "$@"\nrc=$?\n'
@@ -171,6 +178,13 @@ def launch_argv(
     """Full launcher command: launcher flags, then ``--no-python bash -c <worker> trainer <training args>``."""
     worker = ["--no-python", "bash", "-c", worker_script(cfg, module=module, files=files), "trainer"]
     return [*launcher_args(cfg, mode, topology, host=host), *worker, *training_args(cfg, mode, config_path)]
+
+
+def supervised_launch(cfg: ProjectConfig, argv: list[str]) -> list[str]:
+    """How the supervisor starts the launcher of :func:`launch_argv`: with the worker template
+    (``job.prefork_workers``) forked from it like the workers, so that a relaunch pays no torch import (2-3 CPU-s
+    per launcher on CPU; only the template's own start pays it), else the launcher's console script."""
+    return [*PREFORK_RUN, LAUNCHER_MODULES[argv[0]], *argv[1:]] if cfg.job.prefork_workers else argv
 
 
 def shell_join(argv: list[str]) -> str:
@@ -218,6 +232,7 @@ def supervisor_script(
     either ends the pod or relaunches it in place (module docstring)."""
     host = host or rendezvous_host(cfg, mode)
     argv = launch_argv(cfg, mode, topology, host=host, module=module, files=files, config_path=config_path)
+    launch = supervised_launch(cfg, argv)
     marker, exits, history = (shlex.quote(f) for f in (files.marker, files.exit_log, files.relaunch_log))
     budget = cfg.job.relaunch
     decide = [
@@ -306,7 +321,7 @@ def supervisor_script(
             "  export POD_LAUNCH_NS=$(date +%s%N)  # workers tell a first start of this launch from a restart",
             f"  host_ip=$(getent hosts {host} | head -n 1 | cut -d' ' -f1)",
             "  HOST_MOVED=0",
-            f"  {shell_join(argv)} &",
+            f"  {shell_join(launch)} &",
             "  launcher=$!",
             '  while kill -0 "$launcher" 2>/dev/null; do',
             f"    if [ -e {marker} ]; then",

@@ -2,7 +2,8 @@
 
 A worker's cold start imports torch, DTensor, DCP and NVRx before it does anything: 1.8 CPU-s on the CPU machines,
 4-7 s on the GPU image, paid again by every worker of every launch and every ft_launcher restart. Here one template
-per node (pod) pays it once, off the restart path:
+per node (pod) pays it once, off the restart path. The pod's supervisor has it fork the launcher (torchrun,
+ft_launcher) too, which otherwise pays most of the same imports at every relaunch:
 
 - ``python -m training.common.prefork serve --socket PATH`` binds and listens on a Unix socket at once (a worker that
   connects early waits in the backlog), then imports :data:`WARM_MODULES`, freezes the collector, and serves: for
@@ -39,8 +40,17 @@ from collections.abc import Sequence
 #: The template's socket, for ``run`` (set by whoever started the template: the pod's supervisor, training.local).
 SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
 #: What the template imports before it serves: what a worker imports before training (``training.train.setup``
-#: imports torch._dynamo, 1.5 s of it on CPU; building NVRx's Wrapper imports its in-process package).
-WARM_MODULES = ("training.train", "training.trainer", "torch._dynamo", "nvidia_resiliency_ext.inprocess")
+#: imports torch._dynamo, 1.5 s of it on CPU; building NVRx's Wrapper imports its in-process package), and the
+#: launchers (little more: the training code has imported most of theirs).
+WARM_MODULES = (
+    "training.train",
+    "training.trainer",
+    "torch._dynamo",
+    "nvidia_resiliency_ext.inprocess",
+    # the launchers, which the pod's supervisor has the template fork too (charts.launch_command.LAUNCHER_MODULES)
+    "torch.distributed.run",
+    "nvidia_resiliency_ext.fault_tolerance.launcher",
+)
 #: Set in the worker: its stand-in's pid, the pid its launcher started and logs (events carry it).
 LAUNCHER_PID_ENV = "TRAINING_LAUNCHER_PID"
 #: Signals the stand-in forwards to the worker.

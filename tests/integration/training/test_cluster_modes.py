@@ -26,7 +26,9 @@ import pytest
 from tests.helpers.cluster_schedule import FAULTS, STEPS, fault_free_reference, restarts_told, run_each, summary
 from tests.helpers.training_runs import FAST_CONFIG, cluster_run
 
-pytestmark = pytest.mark.integration
+#: The first test waits for all twelve runs (the module fixture): 300 s on a fast 2-core machine, over 316 s (the
+#: suite's per-test bound) on a slower one. Each run has its own timeout; this bound is only against a hang.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 #: The restarts per layer of FAULTS in each mode, from docs/recovery-layers.md's table: the exception and the SIGKILL
 #: go to the mode's layers, the two lost nodes and the eviction to the job layer.

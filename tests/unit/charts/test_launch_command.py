@@ -200,7 +200,8 @@ def test_supervisor_records_the_launch_event_before_the_launcher(tmp_path, cfg, 
     argv = lc.launch_event_argv(cfg, mode, topology, lc.launcher_args(cfg, mode, topology)[0])
     line = lc.shell_join(argv)
     assert line in script
-    assert script.index(line) < script.index(lc.shell_join(lc.launch_argv(cfg, mode, topology)))
+    launcher = lc.supervised_launch(cfg, lc.launch_argv(cfg, mode, topology))
+    assert script.index(line) < script.index(lc.shell_join(launcher))
     local = [sys.executable, *argv[1:]]
     local[local.index("--run-dir") + 1] = str(tmp_path)
     env = {**os.environ, "GROUP_RANK": "1", "JOB_ATTEMPT": "2", "PYTHONPATH": str(REPO_ROOT)}
@@ -214,14 +215,20 @@ def test_supervisor_records_the_launch_event_before_the_launcher(tmp_path, cfg, 
 
 def test_warm_workers_are_a_switch_of_the_pod_command(cfg):
     """``job.prefork_workers`` (default on): the supervisor keeps a worker template per pod and each worker is its
-    stand-in; off, each worker is a cold ``python -m training.train`` and no template runs."""
+    stand-in, and so is the launcher; off, each worker is a cold ``python -m training.train``, the launcher its
+    console script, and no template runs."""
     topology = Topology.from_config(cfg)
     on = lc.supervisor_script(cfg, RecoveryMode.INPROCESS_FT, topology)
     assert "export TRAINING_PREFORK_SOCKET=/tmp/training-prefork.sock" in on
     assert "python -m training.common.prefork serve --socket /tmp/training-prefork.sock &" in on
     assert on.index("  start_prefork  #") < on.index("    until timeout 2 bash")  # imports overlap the host wait
     assert 'python -m training.common.prefork run training.train "$@"' in lc.worker_script(cfg)
+    # the launchers are forked from the template too, by module (what their console scripts run)
+    assert "\n  python -m training.common.prefork run nvidia_resiliency_ext.fault_tolerance.launcher --nnodes " in on
+    torchrun = lc.supervisor_script(cfg, RecoveryMode.K8S_ONLY, topology)
+    assert "\n  python -m training.common.prefork run torch.distributed.run --nnodes " in torchrun
     off_cfg = make_cfg(job={"prefork_workers": False})
     off = lc.supervisor_script(off_cfg, RecoveryMode.INPROCESS_FT, Topology.from_config(off_cfg))
     assert "prefork" not in off
     assert 'python -m training.train "$@"' in lc.worker_script(off_cfg)
+    assert "\n  ft_launcher --nnodes " in off

@@ -16,8 +16,16 @@ from charts.topology import Topology
 from platform_config import RecoveryMode
 from tests.unit.charts.conftest import IMAGE, make_cfg
 
-#: The supervisor's launcher line: ``  ft_launcher --nnodes ... --no-python bash -c '<worker>' trainer ... &``.
-_LAUNCHER_LINE = re.compile(r"^[ \t]*(ft_launcher|torchrun) ", re.MULTILINE)
+#: The supervisor's launcher line: ``  ft_launcher --nnodes ... --no-python bash -c '<worker>' trainer ... &``, or
+#: with the worker template ``  python -m training.common.prefork run <the launcher's module> --nnodes ...``.
+#: The launcher a module stands for (the console scripts ``ft_launcher`` and ``torchrun`` run these modules' main).
+_BY_MODULE = {"nvidia_resiliency_ext.fault_tolerance.launcher": "ft_launcher", "torch.distributed.run": "torchrun"}
+_LAUNCHER_LINE = re.compile(
+    r"^[ \t]*(ft_launcher|torchrun|python -m training\.common\.prefork run ("
+    + "|".join(re.escape(m) for m in _BY_MODULE)
+    + ")) ",
+    re.MULTILINE,
+)
 
 
 def manifest_launcher_flags(dist: Path) -> dict[str, set[str]]:
@@ -34,7 +42,10 @@ def manifest_launcher_flags(dist: Path) -> dict[str, set[str]]:
         lexer = shlex.shlex(script[line.start() :], posix=True)
         lexer.whitespace_split = True
         tokens = list(iter(lexer.get_token, "&"))
-        launcher, *args = tokens[: tokens.index("bash")]
+        head = tokens[: tokens.index("bash")]
+        if head[:4] == ["python", "-m", "training.common.prefork", "run"]:
+            head = [_BY_MODULE[head[4]], *head[5:]]
+        launcher, *args = head
         found.setdefault(launcher, set()).update(a for a in args if a.startswith("--"))
     return found
 

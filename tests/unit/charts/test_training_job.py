@@ -107,7 +107,7 @@ def test_ranks_world_size_rendezvous_and_resources_stay_consistent(nodes, gpus, 
 
     argv = lc.launch_argv(cfg, mode, topo)
     script = c["command"][2]
-    assert lc.shell_join(argv) in script
+    assert lc.shell_join(lc.supervised_launch(cfg, argv)) in script
     flags = dict(zip(argv[1::2], argv[2::2], strict=False))
     assert int(flags["--nnodes"]) * int(flags["--nproc-per-node"]) == nodes * gpus
     host = rendezvous_host(cfg, mode)
