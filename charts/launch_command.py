@@ -32,16 +32,12 @@ from dataclasses import dataclass
 from charts.names import CONFIG_PATH, job_name, rendezvous_host, run_dir
 from charts.topology import Topology
 from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
+from training.common.prefork import LAUNCHER_MODULES
 from training.resilience.exit_codes import fail_job_exit_codes
 
 TRAINING_MODULE = "training.train"
 #: A process forked from the pod's worker template (``job.prefork_workers``): ``PREFORK_RUN MODULE ARGS...``.
 PREFORK_RUN = ("python", "-m", "training.common.prefork", "run")
-#: The module behind each launcher's console script (what the template runs as ``python -m`` would).
-LAUNCHER_MODULES = {
-    "torchrun": "torch.distributed.run",
-    "ft_launcher": "nvidia_resiliency_ext.fault_tolerance.launcher",
-}
 
 
 @dataclass(frozen=True)

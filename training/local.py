@@ -28,6 +28,7 @@ from typing import Any
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
 from training.common.gpus import cuda_device_count
+from training.common.prefork import LAUNCHER_MODULES
 from training.resilience.exit_codes import (
     ExitCode,
     clear_exit_status,
@@ -115,8 +116,12 @@ def launch(args: argparse.Namespace) -> int:
         launcher = ["ft_launcher", *ft_launcher_args(ft, str(ft_yaml), nproc, port)]
     else:
         launcher = ["torchrun", f"--nproc-per-node={nproc}", "--max-restarts=0", f"--master-port={port}"]
-    bin_dir = Path(sys.executable).parent
-    launcher[0] = str(bin_dir / launcher[0]) if (bin_dir / launcher[0]).exists() else launcher[0]
+    name = launcher[0]
+    if prefork:  # forked from the worker template too, as in a pod: a launch pays no launcher imports
+        launcher = [sys.executable, "-m", "training.common.prefork", "run", LAUNCHER_MODULES[name], *launcher[1:]]
+    else:
+        bin_dir = Path(sys.executable).parent
+        launcher[0] = str(bin_dir / name) if (bin_dir / name).exists() else name
     t0 = time.monotonic()
     progress = Progress(run_dir, args.progress_every, steps, t0)
     progress.start()
@@ -132,7 +137,7 @@ def launch(args: argparse.Namespace) -> int:
             if attempt:
                 print(f"[{time.monotonic() - t0:6.1f}s] JOB   pod restart (attempt {attempt}), as Kubernetes would")
             clear_exit_status(run_dir)
-            launch_log.emit("launch", launcher=Path(launcher[0]).name, nproc=nproc, mode=mode.value, attempt=attempt)
+            launch_log.emit("launch", launcher=name, nproc=nproc, mode=mode.value, attempt=attempt)
             logf.write(f"== attempt {attempt}: {' '.join(launcher + worker)}\n")
             logf.flush()
             # A pod's worker template (job.prefork_workers) lives and dies with the pod: one per attempt.

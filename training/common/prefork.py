@@ -18,8 +18,9 @@ ft_launcher) too, which otherwise pays most of the same imports at every relaunc
   worker's group; when the stand-in dies (the launcher SIGKILLs its group) the worker kills its group, watching
   the stand-in through a pidfd.
 
-Without a template (no ``TRAINING_PREFORK_SOCKET``, nothing listening, or the template failed) ``run`` says so on
-stderr and starts the module cold (``exec``): a slower start, never a different run.
+Without a template (no ``TRAINING_PREFORK_SOCKET``, nothing listening within ``CONNECT_WAIT_S`` of asking, or the
+template failed) ``run`` says so on stderr and starts the module cold (``exec``): a slower start, never a different
+run.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Sequence
 
 #: The template's socket, for ``run`` (set by whoever started the template: the pod's supervisor, training.local).
@@ -42,17 +44,23 @@ SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
 #: What the template imports before it serves: what a worker imports before training (``training.train.setup``
 #: imports torch._dynamo, 1.5 s of it on CPU; building NVRx's Wrapper imports its in-process package), and the
 #: launchers (little more: the training code has imported most of theirs).
+#: The module behind each launcher's console script (NVRx 0.4.1 and 0.7.0 alike), which the template forks as
+#: ``python -m`` would: the pod's supervisor and ``training.local`` start the launcher this way too.
+LAUNCHER_MODULES = {
+    "torchrun": "torch.distributed.run",
+    "ft_launcher": "nvidia_resiliency_ext.fault_tolerance.launcher",
+}
 WARM_MODULES = (
     "training.train",
     "training.trainer",
     "torch._dynamo",
     "nvidia_resiliency_ext.inprocess",
-    # the launchers, which the pod's supervisor has the template fork too (charts.launch_command.LAUNCHER_MODULES)
-    "torch.distributed.run",
-    "nvidia_resiliency_ext.fault_tolerance.launcher",
+    *LAUNCHER_MODULES.values(),
 )
 #: Set in the worker: its stand-in's pid, the pid its launcher started and logs (events carry it).
 LAUNCHER_PID_ENV = "TRAINING_LAUNCHER_PID"
+#: Seconds a stand-in waits for a template whose socket is not there yet (it binds first thing, before its imports).
+CONNECT_WAIT_S = 5.0
 #: Signals the stand-in forwards to the worker.
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _HEADER = struct.Struct("!I")
@@ -96,7 +104,7 @@ def run(module: str, args: list[str]) -> int:
         return _cold(module, args, f"{SOCKET_ENV} is not set")
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(path)
+        _connect(conn, path)
         request = {"module": module, "args": args, "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}
         _send_json(conn, request, fds=(0, 1, 2))
         reply, _ = _recv_json(conn)
@@ -117,6 +125,20 @@ def run(module: str, args: list[str]) -> int:
         return 1
     _forward(group, signal.SIGKILL)  # what the worker left running, as the launcher does to a cold worker's group
     return _end_as(int(status["status"]))
+
+
+def _connect(conn: socket.socket, path: str) -> None:
+    """Connect to the template at ``path``, waiting up to :data:`CONNECT_WAIT_S` for one that is still starting (its
+    socket not bound yet: a forked launcher's first worker, or the launcher itself, can come within milliseconds)."""
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    while True:
+        try:
+            conn.connect(path)
+            return
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _forward(group: int, sig: int) -> None:

@@ -116,6 +116,23 @@ def _state(pid: int) -> str:
         return "gone"
 
 
+def test_a_stand_in_that_asks_before_the_template_is_up_waits_for_it(tmp_path):
+    """A forked launcher's first worker, or the launcher itself, can ask within milliseconds of the template's start,
+    before its socket is bound: the stand-in waits (up to CONNECT_WAIT_S) instead of starting cold."""
+    sock = tmp_path / "late.sock"
+    stand_in = _stand_in(sock, "exit", "5", cwd=tmp_path)
+    time.sleep(0.5)  # the stand-in is asking by now; nothing is bound at sock yet
+    proc = _template(sock)
+    try:
+        out, err = stand_in.communicate(timeout=30)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert stand_in.returncode == 5
+    assert f"ppid={proc.pid} argv=['exit', '5']" in out, out + err  # forked by the late template
+    assert "cold start" not in err
+
+
 def test_without_a_template_the_worker_starts_cold_and_says_so(tmp_path):
     stand_in = _stand_in(tmp_path / "nothing-listens.sock", "exit", "3", cwd=tmp_path)
     out, err = stand_in.communicate(timeout=30)
