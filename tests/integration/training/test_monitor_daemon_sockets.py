@@ -66,19 +66,20 @@ def test_the_nvrx_monitor_daemon_holds_no_socket_of_its_worker(tmp_path: Path) -
     assert runner.is_alive(), "the run ended before its processes could be inspected"
     assert _steps_logged(run_dir) >= 3, "the run made no progress"
     procs = _processes()
-    # The workers are forks of the run's worker template (training.common.prefork), so they and the NVRx daemons
-    # they fork carry the template's command line; the daemons are orphaned (double fork, new session): not the
-    # template, not a worker, not a child of either.
+    # The workers and the launcher are forks of the run's worker template (training.common.prefork), so they, the
+    # launcher's rank monitors and the NVRx daemons the workers fork carry the template's command line; the daemons
+    # are orphaned (double fork, new session): none of those, nor a child of one.
     workers = _worker_pids(run_dir)
     assert len(workers) == 2 and workers <= procs.keys(), workers
     templates = {procs[w][0] for w in workers}
     assert len(templates) == 1, f"the workers have different parents: {templates}"
     (template,) = templates
-    daemons = {
-        pid: info
-        for pid, info in procs.items()
-        if info[1] == procs[template][1] and pid not in workers | templates and info[0] not in workers | templates
-    }
+    # The launcher is forked from the template too (its other child); its rank monitors are its own forks.
+    launchers = {pid for pid, info in procs.items() if info[0] == template and pid not in workers}
+    assert len(launchers) == 1, f"expected the template to have forked one launcher, found {sorted(launchers)}"
+    ours = workers | templates | launchers
+    command = procs[template][1]
+    daemons = {pid: info for pid, info in procs.items() if info[1] == command and ours.isdisjoint((pid, info[0]))}
     assert len(daemons) == 2, f"expected one NVRx monitor daemon per worker, found {sorted(daemons)}"
     shared = {
         (worker, daemon): sorted(procs[worker][2] & d_socks)
