@@ -4,7 +4,8 @@
 directory, then ``exit CODE``, ``kill SIGNAL`` (itself), ``term`` (waits for SIGTERM, then exits 143) or
 ``sleep PIDFILE``
 (writes its pid to PIDFILE and sleeps) or ``spawn PIDFILE`` (starts a ``sleep`` child, writes the child's pid to
-PIDFILE and exits 0, leaving the child behind).
+PIDFILE and exits 0, leaving the child behind) or ``names`` (prints the module of the rendezvous module's
+``get_method_name``; the template warmed ``tests.helpers.rendezvous_stub``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ if __name__ == "__main__":
         print("payload waiting", flush=True)
         while True:
             time.sleep(0.1)
+    if action == "names":  # whose get_method_name the rendezvous module (tests.helpers.rendezvous_stub) has
+        from training.common.rendezvous_names import MODULES
+
+        print(f"payload get_method_name from {sys.modules[MODULES[0]].get_method_name.__module__}", flush=True)
+        sys.exit(0)
     if action == "spawn":
         import subprocess
 

@@ -39,6 +39,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+from training.common import rendezvous_names
+
 #: The template's socket, for ``run`` (set by whoever started the template: the pod's supervisor, training.local).
 SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
 #: What the template imports before it serves: what a worker imports before training (``training.train.setup``
@@ -187,6 +189,7 @@ def serve(path: str, modules: Sequence[str] = WARM_MODULES) -> int:
     gc.disable()
     for name in modules:
         importlib.import_module(name)
+    rendezvous_names.cheapen(load=True)  # the forked launchers' rendezvous events, without a scan of sys.modules each
     gc.collect()
     gc.freeze()
     gc.enable()

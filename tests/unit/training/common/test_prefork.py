@@ -161,3 +161,16 @@ def test_the_template_removes_its_socket_on_sigterm(template):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0
     assert not sock.exists()
+
+
+def test_the_template_gives_the_rendezvous_the_cheap_method_name(tmp_path):
+    """A launcher forked from the template records its rendezvous events without ``inspect.stack()``
+    (:mod:`training.common.rendezvous_names`): the template swapped the function after its imports."""
+    sock = tmp_path / "t.sock"
+    proc = _template(sock, "tests.helpers.rendezvous_stub")
+    try:
+        out, err = _stand_in(sock, "names", cwd=tmp_path).communicate(timeout=30)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert "payload get_method_name from training.common.rendezvous_names" in out, err
