@@ -108,6 +108,10 @@ def launch(args: argparse.Namespace) -> int:
         }
     )
     prefork = cfg.job.prefork_workers
+    if prefork and args.template:
+        from training.common.prefork import SOCKET_ENV
+
+        env[SOCKET_ENV] = str(args.template)
     worker = worker_command(args, mode, steps, faults, prefork=prefork)
     ft = cfg.local.timeouts(cuda=cuda_device_count() > 0)[1]
     if layers.ft_launcher:
@@ -138,10 +142,12 @@ def launch(args: argparse.Namespace) -> int:
                 print(f"[{time.monotonic() - t0:6.1f}s] JOB   pod restart (attempt {attempt}), as Kubernetes would")
             clear_exit_status(run_dir)
             launch_log.emit("launch", launcher=name, nproc=nproc, mode=mode.value, attempt=attempt)
-            logf.write(f"== attempt {attempt}: {' '.join(launcher + worker)}\n")
+            shared = f" (forked from the caller's template at {args.template})" if prefork and args.template else ""
+            logf.write(f"== attempt {attempt}{shared}: {' '.join(launcher + worker)}\n")
             logf.flush()
-            # A pod's worker template (job.prefork_workers) lives and dies with the pod: one per attempt.
-            template = start_template(run_dir, env, logf) if prefork else None
+            # A pod's worker template (job.prefork_workers) lives and dies with the pod: one per attempt, unless the
+            # caller keeps one (--template: the test suite's, which imports the training code once per test worker).
+            template = start_template(run_dir, env, logf) if prefork and not args.template else None
             try:
                 rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)
             finally:
@@ -257,12 +263,13 @@ def run_local(
     fresh: bool = True,
     nodes: int | None = None,
     node_replace_s: float | None = None,
+    template: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m training.local`` in a subprocess (for tests and scripts); ``config`` is a project.yaml dict.
 
     ``ports``: (rendezvous, in-process store); distinct per concurrent run. ``fresh``: empty the run directory
     first (False: another launch of the same run). ``nodes``: a local cluster of that many pods (``--nodes``).
-    Output is captured.
+    ``template``: a worker template's socket the caller keeps (``--template``). Output is captured.
     """
     import yaml
 
@@ -279,6 +286,8 @@ def run_local(
         cmd += ["--nodes", str(nodes), "--timeout-s", str(max(10.0, timeout_s - 20))]
     if node_replace_s is not None:
         cmd += ["--node-replace-s", str(node_replace_s)]
+    if template is not None:
+        cmd += ["--template", template]
     return subprocess.run(
         cmd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=Path(__file__).parents[1]
     )
@@ -297,6 +306,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=None, help="rendezvous port (default: cfg.local.rendezvous_port)")
     p.add_argument("--store-port", type=int, default=None, help="in-process store port")
     p.add_argument("--progress-every", type=int, default=20, help="print a progress line every N steps")
+    p.add_argument(
+        "--template",
+        type=Path,
+        default=None,
+        help="fork the launcher and workers from the worker template the caller keeps at this socket "
+        "(python -m training.common.prefork serve --socket PATH) instead of starting one per launch",
+    )
     cluster = p.add_argument_group("local cluster (--nodes): the training Job's manifests as N pods of namespaces")
     cluster.add_argument("--nodes", type=int, default=None, help="pods (default: one launcher, no Job)")
     cluster.add_argument("--node-replace-s", type=float, default=5.0, help="node loss -> replacement pod may start")
@@ -305,7 +321,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     cluster.add_argument("--synth-only", action="store_true", help="synthesize the manifests, print where, stop")
     cluster.add_argument("--manifests", type=Path, default=None, help="run these (--synth-only's) instead")
     cluster.add_argument("--nvrx-version", default=None, help="the manifests' NVRx (default: the installed one)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.template is not None and args.nodes is not None:
+        p.error("--template is for a run on this host: each pod of --nodes starts its own template, as on a cluster")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

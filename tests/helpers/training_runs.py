@@ -63,9 +63,11 @@ def local_run(
     timeout_s: float = 240,
     fresh: bool = True,
     nproc: int = 2,
+    own_template: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m training.local`` with ``config`` (default: a copy of :data:`FAST_CONFIG`) on fresh ports;
-    ``fresh=False`` launches the same run again (the run directory is kept)."""
+    ``fresh=False`` launches the same run again (the run directory is kept). Its launcher and workers are forked
+    from this test process's :func:`shared_template`, unless ``own_template`` (one per launch, as ``make demo``)."""
     import copy
 
     from training.local import run_local
@@ -81,7 +83,32 @@ def local_run(
         timeout_s=timeout_s,
         fresh=fresh,
         nproc=nproc,
+        template=None if own_template else shared_template(),
     )
+
+
+_SHARED_TEMPLATE: list[subprocess.Popen] = []
+
+
+def shared_template() -> str:
+    """The socket of this test process's worker template (:mod:`training.common.prefork`), started on first use and
+    stopped at exit: the local runs of a test worker import the training code once, not once per launch (4-6 CPU-s
+    each on the 2-core machines). The template forks each process with that process's own argv, environment and
+    directory, and nothing in the training code reads the environment at import, so a run sees what its own
+    template would give it; ``test_local.py`` and the cluster runs keep their own templates."""
+    import atexit
+
+    path = f"/tmp/training-prefork-tests-{os.getpid()}.sock"
+    if _SHARED_TEMPLATE and _SHARED_TEMPLATE[0].poll() is None:
+        return path
+    log = open(f"/tmp/training-prefork-tests-{os.getpid()}.log", "a")  # noqa: SIM115 (the template's, until exit)
+    env = child_env(PYTHONWARNINGS="ignore")  # as training.local gives its own template
+    cmd = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", path]
+    template = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
+    if not _SHARED_TEMPLATE:
+        atexit.register(lambda: [t.terminate() for t in _SHARED_TEMPLATE if t.poll() is None])
+    _SHARED_TEMPLATE[:] = [template]
+    return path
 
 
 def cluster_run(

@@ -29,22 +29,38 @@ def test_repeated_fault_escalates_to_unrecoverable_exit(tmp_path: Path) -> None:
 
 def test_k8s_only_fault_exits_with_cause_code_and_pod_restart_recovers(tmp_path: Path) -> None:
     """k8s-only: the fault ends the launch with the cause's code; the emulated pod restart (JOB_ATTEMPT+1) resumes."""
-    proc = local_run(tmp_path / "k8s", steps=12, faults="exception@7:1", mode="k8s-only")
+    proc = local_run(tmp_path / "k8s", steps=12, faults="exception@7:1", mode="k8s-only", own_template=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "rank 1 exited with code 10 (exception)" in proc.stdout
     assert "JOB   pod restart (attempt 1)" in proc.stdout
     summary = json.loads((tmp_path / "k8s" / "summary.json").read_text())
     assert summary["restarts_by_layer"]["job"] == 1 and summary["final_step"] == 12
+    # as in a pod, each launch (attempt) started its own template, which forked the launcher and the workers
+    log = (tmp_path / "k8s" / "launcher.log").read_text()
+    assert log.count("[prefork] template ") == 2 and "cold start" not in log and "caller's template" not in log
+
+
+def test_a_run_forks_from_the_callers_template_when_given_one(tmp_path: Path) -> None:
+    """``--template``: the test suite's template forks every launch's launcher and workers; the run starts none."""
+    proc = local_run(tmp_path / "shared", steps=6)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    log = (tmp_path / "shared" / "launcher.log").read_text()
+    assert "== attempt 0 (forked from the caller's template at /tmp/training-prefork-tests-" in log
+    assert "[prefork] template " not in log and "cold start" not in log
+
+
+def _module(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m ARGS`` from the repository (a bad command line: it ends at once)."""
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=REPO_ROOT, env=child_env(), capture_output=True, text=True, timeout=120
+    )
+
+
+def test_template_and_nodes_are_refused_together(tmp_path: Path) -> None:
+    proc = _module("training.local", "--run-dir", str(tmp_path), "--nodes", "2", "--template", "/tmp/x")
+    assert proc.returncode == 2 and "each pod of --nodes starts its own template" in proc.stderr
 
 
 def test_bad_fault_spec_is_rejected() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "training.train", "--run-dir", "/tmp/unused-h4", "--faults", "explode@3"],
-        cwd=REPO_ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = _module("training.train", "--run-dir", "/tmp/unused-h4", "--faults", "explode@3")
     assert proc.returncode == 2 and "kind must be one of" in proc.stderr

@@ -58,7 +58,9 @@ def test_the_nvrx_monitor_daemon_holds_no_socket_of_its_worker(tmp_path: Path) -
     result: dict[str, object] = {}
     # 60 steps of ~40 ms: the processes are inspected once 3 steps are logged, which leaves about 2 s of training
     # (and the run's checkpoint saves) in which the workers and daemons are alive.
-    runner = threading.Thread(target=lambda: result.update(proc=local_run(run_dir, steps=60)), daemon=True)
+    # Its own template (not the suite's shared one): the test reads the run's process tree.
+    run = lambda: result.update(proc=local_run(run_dir, steps=60, own_template=True))  # noqa: E731
+    runner = threading.Thread(target=run, daemon=True)
     runner.start()
     deadline = time.monotonic() + 120
     while _steps_logged(run_dir) < 3 and runner.is_alive() and time.monotonic() < deadline:
