@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
 RUN_TRAINER = Path(__file__).with_name("run_trainer.py")
 
 
@@ -92,10 +91,10 @@ _SHARED_TEMPLATE: list[subprocess.Popen] = []
 
 def shared_template() -> str:
     """The socket of this test process's worker template (:mod:`training.common.prefork`), started on first use and
-    stopped at exit: the local runs of a test worker import the training code once, not once per launch (4-6 CPU-s
-    each on the 2-core machines). The template forks each process with that process's own argv, environment and
-    directory, and nothing in the training code reads the environment at import, so a run sees what its own
-    template would give it; ``test_local.py`` and the cluster runs keep their own templates."""
+    stopped at exit: the local and torchrun runs of a test worker import the training code once, not once per
+    launch and worker (4-6 CPU-s each on the 2-core machines). The template forks each process with that process's
+    own argv, environment and directory, and nothing in the training code reads the environment at import, so a
+    run sees what its own template would give it; ``test_local.py`` and the cluster runs keep their own templates."""
     import atexit
 
     path = f"/tmp/training-prefork-tests-{os.getpid()}.sock"
@@ -152,23 +151,28 @@ def torchrun(
     module: bool = False,
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``torchrun --standalone``-style on a free port; ``script_args[0]`` is a script (or module with ``module``).
+    """Run ``torchrun --standalone``-style on a free port; ``script_args[0]`` is a script of this repository (or a
+    module with ``module``). torchrun and the workers are forked from this test process's :func:`shared_template`
+    (a worker's script runs as its module, ``tests.helpers.X``), as ``training.local`` and the pods start them.
 
     Raises ``subprocess.TimeoutExpired`` after ``timeout_s`` (torchrun and its workers are killed) and,
     with ``check``, ``AssertionError`` carrying the output on a non-zero exit.
     """
+    target, *args = (str(a) for a in script_args)
+    if not module:  # tests/helpers/x.py -> tests.helpers.x
+        target = ".".join(Path(target).resolve().relative_to(REPO_ROOT).with_suffix("").parts)
     cmd = [
-        str(VENV_BIN / "torchrun"),
+        sys.executable,
+        *("-m", "training.common.prefork", "run", "torch.distributed.run"),
         f"--nproc-per-node={nproc}",
         "--nnodes=1",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint=127.0.0.1:{free_port()}",
         "--max-restarts=0",
+        *("-m", "training.common.prefork", "run", target, *args),
     ]
-    cmd += (["-m"] if module else []) + [str(a) for a in script_args]
-    proc = subprocess.run(
-        cmd, cwd=REPO_ROOT, env=env or child_env(), capture_output=True, text=True, timeout=timeout_s, check=False
-    )
+    env = {**(env or child_env()), "TRAINING_PREFORK_SOCKET": shared_template()}
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"torchrun exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}"
