@@ -94,7 +94,9 @@ def shared_template() -> str:
     stopped at exit: the local and torchrun runs of a test worker import the training code once, not once per
     launch and worker (4-6 CPU-s each on the 2-core machines). The template forks each process with that process's
     own argv, environment and directory, and nothing in the training code reads the environment at import, so a
-    run sees what its own template would give it; ``test_local.py`` and the cluster runs keep their own templates."""
+    run sees what its own template would give it; ``test_local.py`` and the cluster runs keep their own templates.
+    A forked process ends with ``os._exit`` (no atexit, no finalizers at exit): what checks an interpreter's exit
+    (``test_nvrx_async``'s scripts, through :func:`python_stdout`) keeps a fresh interpreter."""
     import atexit
 
     path = f"/tmp/training-prefork-tests-{os.getpid()}.sock"
