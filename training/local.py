@@ -28,7 +28,7 @@ from typing import Any
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
 from training.common.gpus import cuda_device_count
-from training.common.prefork import LAUNCHER_MODULES
+from training.common.prefork import LAUNCHER_MODULES, SOCKET_ENV
 from training.resilience.exit_codes import (
     ExitCode,
     clear_exit_status,
@@ -108,10 +108,9 @@ def launch(args: argparse.Namespace) -> int:
         }
     )
     prefork = cfg.job.prefork_workers
-    if prefork and args.template:
-        from training.common.prefork import SOCKET_ENV
-
-        env[SOCKET_ENV] = str(args.template)
+    shared = args.template if prefork else None  # a template the caller keeps (--template)
+    if shared:
+        env[SOCKET_ENV] = str(shared)
     worker = worker_command(args, mode, steps, faults, prefork=prefork)
     ft = cfg.local.timeouts(cuda=cuda_device_count() > 0)[1]
     if layers.ft_launcher:
@@ -142,12 +141,12 @@ def launch(args: argparse.Namespace) -> int:
                 print(f"[{time.monotonic() - t0:6.1f}s] JOB   pod restart (attempt {attempt}), as Kubernetes would")
             clear_exit_status(run_dir)
             launch_log.emit("launch", launcher=name, nproc=nproc, mode=mode.value, attempt=attempt)
-            shared = f" (forked from the caller's template at {args.template})" if prefork and args.template else ""
-            logf.write(f"== attempt {attempt}{shared}: {' '.join(launcher + worker)}\n")
+            note = f" (forked from the caller's template at {shared})" if shared else ""
+            logf.write(f"== attempt {attempt}{note}: {' '.join(launcher + worker)}\n")
             logf.flush()
             # A pod's worker template (job.prefork_workers) lives and dies with the pod: one per attempt, unless the
             # caller keeps one (--template: the test suite's, which imports the training code once per test worker).
-            template = start_template(run_dir, env, logf) if prefork and not args.template else None
+            template = start_template(run_dir, env, logf) if prefork and not shared else None
             try:
                 rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)
             finally:
@@ -206,8 +205,6 @@ def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> in
 
 def start_template(run_dir: Path, env: dict[str, str], log: Any) -> subprocess.Popen:
     """The worker template (:mod:`training.common.prefork`) of one launch; sets its socket in ``env`` for workers."""
-    from training.common.prefork import SOCKET_ENV
-
     env[SOCKET_ENV] = path = f"/tmp/training-prefork-{os.getpid()}-{time.monotonic_ns()}.sock"
     return subprocess.Popen(
         [sys.executable, "-m", "training.common.prefork", "serve", "--socket", path], env=env, stdout=log, stderr=log

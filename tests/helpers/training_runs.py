@@ -173,7 +173,9 @@ def torchrun(
         "--max-restarts=0",
         *("-m", "training.common.prefork", "run", target, *args),
     ]
-    env = {**(env or child_env()), "TRAINING_PREFORK_SOCKET": shared_template()}
+    from training.common.prefork import SOCKET_ENV
+
+    env = {**(env or child_env()), SOCKET_ENV: shared_template()}
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(
