@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,7 @@ def local_run(
 
 
 _SHARED_TEMPLATE: list[subprocess.Popen] = []
+_SHARED_TEMPLATE_LOCK = threading.Lock()
 
 
 def shared_template() -> str:
@@ -97,11 +99,17 @@ def shared_template() -> str:
     run sees what its own template would give it; ``test_local.py`` and the cluster runs keep their own templates.
     A forked process ends with ``os._exit`` (no atexit, no finalizers at exit): what checks an interpreter's exit
     (``test_nvrx_async``'s scripts, through :func:`python_stdout`) keeps a fresh interpreter."""
+    path = f"/tmp/training-prefork-tests-{os.getpid()}.sock"
+    with _SHARED_TEMPLATE_LOCK:  # fixtures start runs from thread pools: one template, not one per thread
+        if _SHARED_TEMPLATE and _SHARED_TEMPLATE[0].poll() is None:
+            return path
+        _start_shared_template(path)
+    return path
+
+
+def _start_shared_template(path: str) -> None:
     import atexit
 
-    path = f"/tmp/training-prefork-tests-{os.getpid()}.sock"
-    if _SHARED_TEMPLATE and _SHARED_TEMPLATE[0].poll() is None:
-        return path
     log = open(f"/tmp/training-prefork-tests-{os.getpid()}.log", "a")  # noqa: SIM115 (the template's, until exit)
     env = child_env(PYTHONWARNINGS="ignore")  # as training.local gives its own template
     cmd = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", path]
@@ -109,7 +117,6 @@ def shared_template() -> str:
     if not _SHARED_TEMPLATE:
         atexit.register(lambda: [t.terminate() for t in _SHARED_TEMPLATE if t.poll() is None])
     _SHARED_TEMPLATE[:] = [template]
-    return path
 
 
 def cluster_run(

@@ -49,6 +49,30 @@ def test_a_run_forks_from_the_callers_template_when_given_one(tmp_path: Path) ->
     assert "[prefork] template " not in log and "cold start" not in log
 
 
+def test_runs_started_from_several_threads_share_one_template() -> None:
+    """A fixture's thread pool asks for the template from several threads at once: one template starts, not one per
+    thread (three did, and two of them outlived the suite)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.helpers import training_runs
+
+    for old in training_runs._SHARED_TEMPLATE:  # start from none, as a fixture's first runs do
+        old.terminate()
+        old.wait(timeout=30)
+    with ThreadPoolExecutor(4) as pool:
+        paths = set(pool.map(lambda _: training_runs.shared_template(), range(4)))
+    (path,) = paths
+    serving = [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).endswith(f"prefork serve --socket {path}")]
+    assert len(serving) == 1, [_cmdline(p) for p in serving]
+
+
+def _cmdline(proc_dir: Path) -> str:
+    try:
+        return (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:  # ended meanwhile
+        return ""
+
+
 def _module(*args: str) -> subprocess.CompletedProcess[str]:
     """``python -m ARGS`` from the repository (a bad command line: it ends at once)."""
     return subprocess.run(
