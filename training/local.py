@@ -173,6 +173,8 @@ def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> in
         f"faults {faults or '(none)'}, node replacement {args.node_replace_s:g} s -> {run_dir} ==",
         flush=True,
     )
+    if args.template is not None:
+        print(f"== pods fork their template from the caller's at {args.template}: warm pods, not a cluster's ==")
     opts = ClusterOptions(
         run_dir=run_dir,
         nodes=args.nodes,
@@ -186,6 +188,7 @@ def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> in
         progress_every=args.progress_every,
         nvrx_version=args.nvrx_version,
         manifests=args.manifests.resolve() if args.manifests else None,
+        template=args.template,
     )
     t0 = time.monotonic()
     try:
@@ -308,7 +311,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="fork the launcher and workers from the worker template the caller keeps at this socket "
-        "(python -m training.common.prefork serve --socket PATH) instead of starting one per launch",
+        "(python -m training.common.prefork serve --socket PATH) instead of starting one per launch; with --nodes, "
+        "each pod's template is forked from it into the pod (for tests: pods then start faster than a cluster's)",
     )
     cluster = p.add_argument_group("local cluster (--nodes): the training Job's manifests as N pods of namespaces")
     cluster.add_argument("--nodes", type=int, default=None, help="pods (default: one launcher, no Job)")
@@ -319,8 +323,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     cluster.add_argument("--manifests", type=Path, default=None, help="run these (--synth-only's) instead")
     cluster.add_argument("--nvrx-version", default=None, help="the manifests' NVRx (default: the installed one)")
     args = p.parse_args(argv)
-    if args.template is not None and args.nodes is not None:
-        p.error("--template is for a run on this host: each pod of --nodes starts its own template, as on a cluster")
     return args
 
 

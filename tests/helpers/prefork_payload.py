@@ -5,7 +5,7 @@ directory, then ``exit CODE``, ``kill SIGNAL`` (itself), ``term`` (waits for SIG
 ``sleep PIDFILE``
 (writes its pid to PIDFILE and sleeps) or ``spawn PIDFILE`` (starts a ``sleep`` child, writes the child's pid to
 PIDFILE and exits 0, leaving the child behind) or ``names`` (prints the module of the rendezvous module's
-``get_method_name``; the template warmed ``tests.helpers.rendezvous_stub``).
+``get_method_name``; the template warmed ``tests.helpers.rendezvous_stub``) or ``where`` (prints its hostname).
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ if __name__ == "__main__":
         print("payload waiting", flush=True)
         while True:
             time.sleep(0.1)
+    if action == "where":
+        import socket
+
+        print(f"payload host={socket.gethostname()}", flush=True)
+        sys.exit(0)
     if action == "names":  # whose get_method_name the rendezvous module (tests.helpers.rendezvous_stub) has
         from training.common.rendezvous_names import MODULES
 

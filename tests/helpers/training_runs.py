@@ -130,9 +130,12 @@ def cluster_run(
     config: dict[str, Any] | None = None,
     node_replace_s: float = 1.0,
     timeout_s: float = 300,
+    warm: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m training.local --nodes`` (the training Job's manifests on a local cluster of ``nodes`` pods) with
-    ``config`` (default: a copy of :data:`FAST_CONFIG`). Every pod has a network of its own: no ports to choose."""
+    ``config`` (default: a copy of :data:`FAST_CONFIG`). Every pod has a network of its own: no ports to choose.
+    ``warm``: each pod's worker template is forked into it from this test process's :func:`shared_template` (the
+    pod's own imports, 4-6 CPU-s, are what a cluster pays; the tests check what follows them); else it imports."""
     import copy
 
     from training.local import run_local
@@ -148,6 +151,7 @@ def cluster_run(
         timeout_s=timeout_s,
         nodes=nodes,
         node_replace_s=node_replace_s,
+        template=shared_template() if warm else None,
     )
 
 

@@ -37,6 +37,7 @@ from training.cluster.pods import Storage, container_env, volume_mounts
 from training.cluster.sandbox import PodSandbox, PodSpec
 from training.common.files import atomic_write_json
 from training.common.gpus import cuda_device_count
+from training.common.prefork import ZYGOTE_ENV
 from training.resilience.restarts import record_node_fault
 from training.telemetry.events import EventLog
 from training.telemetry.progress import EventTail, describe
@@ -44,6 +45,8 @@ from training.telemetry.progress import EventTail, describe
 JOB_STATUS_FILE = "job.json"
 LOCAL_CORPUS_MB = 1.0
 STATE_DIR = ".cluster"
+#: Where a pod finds the caller's template (``ClusterOptions.template``), bound from the host.
+ZYGOTE_IN_POD = "/run/training-prefork-zygote.sock"
 
 
 @dataclass
@@ -66,6 +69,10 @@ class ClusterOptions:
     #: Manifests synthesized earlier (``--synth-only``) to run instead of synthesizing: for a host without cdk8s
     #: (jsii needs Node). Refused unless they were synthesized from this run's config.
     manifests: Path | None = None
+    #: A worker template the caller keeps (``training.local --template``): each pod's template is forked from it into
+    #: the pod (:mod:`training.common.prefork`'s warm pods) instead of importing the training code. For the test
+    #: suite: a replacement pod is then ready seconds sooner than a real one, so recovery times are not the cluster's.
+    template: str | None = None
     #: Progress lines count seconds from here (the dataset Job and the training Job on one clock).
     t0: float = field(default_factory=time.monotonic)
 
@@ -161,8 +168,10 @@ class LocalCluster:
                 (d / key).write_text(value)
             cm_dirs[name] = d
         # The run directory on the claim is this run's --run-dir, so events and summary land where the caller looks.
-        run_on_claim = ((pod_run_dir(cfg, opts.mode), opts.run_dir),)
-        self.storage = Storage({cfg.storage.pvc_name: claim_dir}, cm_dirs, run_on_claim)
+        extra = ((pod_run_dir(cfg, opts.mode), opts.run_dir),)
+        if opts.template is not None:  # the caller's template, where each pod's template asks for a fork
+            extra += ((ZYGOTE_IN_POD, Path(opts.template)),)
+        self.storage = Storage({cfg.storage.pvc_name: claim_dir}, cm_dirs, extra)
         if job.subdomain is not None and job.subdomain not in manifests.headless_services:
             raise ManifestError(f"pod subdomain {job.subdomain!r} names no headless Service: pods would get no DNS")
         self.network = network
@@ -176,6 +185,7 @@ class LocalCluster:
         self.nodes = nodes  # node numbers, shared by the Jobs of one run (each pod on a node of its own)
         self.status_file = JOB_STATUS_FILE if job.indexed else f"{job.name}.job.json"
         self.host_gpus = cuda_device_count()
+        self.zygote_env = {ZYGOTE_ENV: ZYGOTE_IN_POD} if opts.template is not None else {}
 
     # -- pods ---------------------------------------------------------------------------------------------------
     def _start_pod(self, index: int, now: float) -> None:
@@ -189,7 +199,7 @@ class LocalCluster:
             ip=ip,
             prefix_len=POD_CIDR.prefixlen,
             argv=self.job.container.argv,
-            env=container_env(self.job, pod, ip, hostname, self.image, self.host_gpus),
+            env=container_env(self.job, pod, ip, hostname, self.image, self.host_gpus) | self.zygote_env,
             workdir=self.job.container.working_dir or self.image.workdir,
             mounts=volume_mounts(self.job, self.storage, self.image),
             dns_dir=self.dns.directory,

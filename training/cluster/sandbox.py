@@ -82,7 +82,7 @@ def init_script(spec: PodSpec, pod_dir: Path) -> str:
     ]
     for m in spec.mounts:
         target = q(str(root) + m.target)
-        if m.kind == "bind" and m.source is not None and m.source.is_file():  # a file needs a file to mount on
+        if m.kind == "bind" and m.source is not None and not m.source.is_dir():  # a file (socket) needs a file
             lines.append(f"mkdir -p {q(str(root) + str(Path(m.target).parent))} && touch {target}")
         else:
             lines.append(f"mkdir -p {target}")

@@ -21,6 +21,14 @@ ft_launcher) too, which otherwise pays most of the same imports at every relaunc
 Without a template (no ``TRAINING_PREFORK_SOCKET``, nothing listening within ``CONNECT_WAIT_S`` of asking, or the
 template failed) ``run`` says so on stderr and starts the module cold (``exec``): a slower start, never a different
 run.
+
+Warm pods, for the local cluster's test runs (``training.local --nodes --template``): with ``TRAINING_PREFORK_ZYGOTE``
+set, ``serve`` binds its socket, then asks the template at that path (the *zygote*, outside the pod) to *adopt* it.
+The zygote forks a child that joins the requester's namespaces and root (:mod:`training.common.namespaces`) and forks
+the pod's template there, already imported, serving on the requester's listening socket after checking that every
+module it holds is the file this pod's own interpreter would have imported. The requester stands in for it as
+``run`` does for a worker, and asks again when it is SIGKILLed (the pod's supervisor kills every process but the one
+it started after each launch). A refusal or an unreachable zygote is said on stderr, and the pod imports as usual.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from training.common import rendezvous_names
+from training.common import namespaces, rendezvous_names
 
 #: The template's socket, for ``run`` (set by whoever started the template: the pod's supervisor, training.local).
 SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
@@ -59,6 +67,8 @@ WARM_MODULES = (
     "nvidia_resiliency_ext.inprocess",
     *LAUNCHER_MODULES.values(),
 )
+#: Set in a pod by the local cluster when its caller keeps a template: that template's socket, inside the pod.
+ZYGOTE_ENV = "TRAINING_PREFORK_ZYGOTE"
 #: Set in the worker: its stand-in's pid, the pid its launcher started and logs (events carry it).
 LAUNCHER_PID_ENV = "TRAINING_LAUNCHER_PID"
 #: Seconds a stand-in waits for a template whose socket is not there yet (it binds first thing, before its imports).
@@ -119,14 +129,23 @@ def run(module: str, args: list[str]) -> int:
     group = int(reply["pid"])  # the worker leads its own process group
     for sig in FORWARDED:
         signal.signal(sig, lambda s, _f: _forward(group, s))
+    status = _wait_for(conn, group, "worker")
+    _forward(group, signal.SIGKILL)  # what the worker left running, as the launcher does to a cold worker's group
+    return 1 if status is None else _end_as(status)
+
+
+def _wait_for(conn: socket.socket, group: int, what: str) -> int | None:
+    """The wait status of the forked ``group`` that the template sends when it ends; None (the group killed) when
+    the template is lost first."""
     try:
         status, _ = _recv_json(conn)
     except (OSError, ConnectionError) as err:
         _forward(group, signal.SIGKILL)
-        print(f"[prefork] lost the template while worker {group} ran ({err}): worker killed", file=sys.stderr)
-        return 1
-    _forward(group, signal.SIGKILL)  # what the worker left running, as the launcher does to a cold worker's group
-    return _end_as(int(status["status"]))
+        print(f"[prefork] lost the template while {what} {group} ran ({err}): {what} killed", file=sys.stderr)
+        return None
+    finally:
+        conn.close()
+    return int(status["status"])
 
 
 def _connect(conn: socket.socket, path: str) -> None:
@@ -171,15 +190,30 @@ def _cold(module: str, args: list[str], why: str) -> int:
 
 
 def serve(path: str, modules: Sequence[str] = WARM_MODULES) -> int:
-    """Listen at ``path``, import ``modules``, then fork one worker per request until SIGTERM."""
-    import gc
-    import importlib
-
+    """Listen at ``path``, import ``modules`` (or stand in for a template the zygote forks here: ``ZYGOTE_ENV``),
+    then fork one worker per request until SIGTERM."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)  # workers that connect from here on wait until the imports are done
+    zygote = os.environ.get(ZYGOTE_ENV, "")
+    code = _stand_in_for_adopted(zygote, path, listener) if zygote else None
+    if code is not None:
+        listener.close()
+        os.unlink(path)
+        return code
+    return _serve(listener, path, modules)
+
+
+def _serve(
+    listener: socket.socket, path: str, modules: Sequence[str], *, watch: int | None = None, note: str = ""
+) -> int:
+    """The template's loop on ``listener`` (bound at ``path``); ``watch``: a stand-in's pid to end with (an adopted
+    template, which leaves ``path`` to it)."""
+    import gc
+    import importlib
+
     wake_r, wake_w = os.pipe()  # signals wake the select loop (a SIGCHLD: a worker to reap; SIGTERM: stop)
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -195,12 +229,15 @@ def serve(path: str, modules: Sequence[str] = WARM_MODULES) -> int:
     gc.enable()
     refusal = _unforkable()
     print(
-        f"[prefork] template {os.getpid()} ready at {path}" + (f" but refusing: {refusal}" if refusal else ""),
+        f"[prefork] template {os.getpid()} ready at {path}{note}" + (f" but refusing: {refusal}" if refusal else ""),
         flush=True,
     )
+    stand_in = [os.pidfd_open(watch)] if watch is not None else []
     workers: dict[int, socket.socket] = {}
     while not stop:
-        readable, _, _ = select.select([listener, wake_r], [], [])
+        readable, _, _ = select.select([listener, wake_r, *stand_in], [], [])
+        if stand_in and stand_in[0] in readable:  # what stood in for this template (the pod's) is gone
+            break
         if wake_r in readable:
             os.read(wake_r, 4096)
             _reap(workers)
@@ -208,7 +245,8 @@ def serve(path: str, modules: Sequence[str] = WARM_MODULES) -> int:
             conn, _ = listener.accept()
             _serve_one(conn, (listener, wake_r, wake_w), workers, refusal)
     listener.close()
-    os.unlink(path)
+    if watch is None:
+        os.unlink(path)
     return 0
 
 
@@ -227,12 +265,13 @@ def _serve_one(
 ) -> None:
     """Fork a worker for the request on ``conn``; ``own`` (the listener, the wake-up pipe) is closed in the child."""
     try:
-        request, fds = _recv_json(conn, max_fds=3)
+        request, fds = _recv_json(conn, max_fds=4)
     except (OSError, ConnectionError, ValueError):
         conn.close()
         return
-    if refusal or len(fds) != 3:
-        _send_json(conn, {"error": refusal or f"expected 3 standard streams, got {len(fds)}"})
+    adopt = "adopt" in request  # 3 standard streams, and the listening socket of the template to fork
+    if refusal or len(fds) != 3 + adopt:
+        _send_json(conn, {"error": refusal or f"expected {3 + adopt} file descriptors, got {len(fds)}"})
         conn.close()
         for fd in fds:
             os.close(fd)
@@ -245,6 +284,8 @@ def _serve_one(
         os.close(own[2])
         for other in workers.values():
             other.close()
+        if adopt:
+            _adopt(conn, request, fds)  # does not return
         conn.close()
         code = 1
         try:
@@ -254,7 +295,8 @@ def _serve_one(
     for fd in fds:
         os.close(fd)
     workers[pid] = conn
-    _send_json(conn, {"pid": pid})
+    if not adopt:  # an adopted template tells its own pid, as its pod numbers it
+        _send_json(conn, {"pid": pid})
 
 
 def _reap(workers: dict[int, socket.socket]) -> None:
@@ -274,19 +316,8 @@ def _reap(workers: dict[int, socket.socket]) -> None:
 
 def _become_worker(request: dict, fds: list[int]) -> int:
     """In the forked child: take the stand-in's streams, environment and directory, then run the module's main."""
-    os.setsid()  # a process group of its own: the stand-in signals it, and kills it at the end, as a whole
-    for sig in (signal.SIGCHLD, signal.SIGTERM, *FORWARDED):
-        signal.signal(sig, signal.SIG_DFL)
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    os.environ.clear()
-    os.environ.update(request["env"])
+    _take_over(request, fds)
     os.environ[LAUNCHER_PID_ENV] = str(request["pid"])
-    os.chdir(request["cwd"])
-    if os.environ.get("PYTHONUNBUFFERED"):
-        sys.stdout.reconfigure(line_buffering=True, write_through=True)
-        sys.stderr.reconfigure(line_buffering=True, write_through=True)
     _die_with(int(request["pid"]))
     _fresh_process_state()
     import runpy
@@ -314,6 +345,23 @@ def _become_worker(request: dict, fds: list[int]) -> int:
     return 1
 
 
+def _take_over(request: dict, fds: list[int]) -> None:
+    """Become the requester's: a session of its own (the stand-in signals it, and kills it at the end, as a whole),
+    default signal handlers, its standard streams (the first three of ``fds``), environment and directory."""
+    os.setsid()
+    for sig in (signal.SIGCHLD, signal.SIGTERM, *FORWARDED):
+        signal.signal(sig, signal.SIG_DFL)
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    if os.environ.get("PYTHONUNBUFFERED"):
+        sys.stdout.reconfigure(line_buffering=True, write_through=True)
+        sys.stderr.reconfigure(line_buffering=True, write_through=True)
+
+
 def _die_with(pid: int) -> None:
     """SIGKILL this worker's process group once ``pid`` (its stand-in, which the launcher signals and kills) is gone."""
     pidfd = os.pidfd_open(pid)
@@ -334,6 +382,126 @@ def _fresh_process_state() -> None:
     threads = os.environ.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))
+
+
+# ---- warm pods (``ZYGOTE_ENV``) --------------------------------------------------------------------------------
+
+
+def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> int | None:
+    """Have the template at ``zygote`` fork this pod a template serving on ``listener``, and stand in for it until it
+    ends; ask again when it is SIGKILLed while this process is not stopping. None, said on stderr, when the zygote
+    is unreachable or refuses: the caller imports and serves itself."""
+    group, stopping = [0], []
+
+    def forward(sig: int, _frame: object) -> None:
+        stopping.append(sig)
+        if group[0]:
+            _forward(group[0], sig)
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        request = {"adopt": path, "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}
+        request |= {"sys_path": sys.path, "zygote": zygote}
+        try:
+            conn.connect(zygote)
+            _send_json(conn, request, fds=(0, 1, 2, listener.fileno()))
+            reply, _ = _recv_json(conn)
+        except (OSError, ConnectionError) as err:
+            reply = {"error": f"unreachable ({err})"}
+        if "error" in reply:
+            conn.close()
+            for sig in FORWARDED:
+                signal.signal(sig, signal.SIG_DFL)
+            print(f"[prefork] no template from {zygote}: {reply['error']}; importing here", file=sys.stderr, flush=True)
+            return None
+        group[0] = int(reply["pid"])
+        if stopping:  # a signal that came while asking
+            _forward(group[0], stopping[-1])
+        status = _wait_for(conn, group[0], "template")
+        if status is None:
+            return 1
+        if stopping or not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
+            return _end_as(status)
+        print(f"[prefork] template {group[0]} was killed: another from {zygote}", file=sys.stderr, flush=True)
+        group[0] = 0
+
+
+def _adopt(conn: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the zygote's fork: join the requester's namespaces and root, fork its template there, end as that ends."""
+    peer = -1
+    try:
+        peer = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+        namespaces.enter(peer)
+        child = os.fork()  # in the requester's PID namespace
+        if child == 0:
+            code = 1
+            try:
+                code = _become_adopted_template(conn, request, fds)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            _send_json(conn, {"error": f"could not fork a template into the namespaces of pid {peer}: {err}"})
+        os._exit(1)
+    code = 1
+    try:
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+        _, status = os.waitpid(child, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:  # killed by a signal: so is this process, for the zygote to tell its stand-in
+            if -code not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+    finally:
+        os._exit(code if code >= 0 else 128 - code)
+
+
+def _become_adopted_template(conn: socket.socket, request: dict, fds: list[int]) -> int:
+    """In the requester's namespaces: its streams, environment, directory and ``sys.path``, then its template."""
+    _take_over(request, fds)
+    listener = socket.socket(fileno=fds[3])
+    sys.path[:] = request["sys_path"]
+    foreign = _foreign_modules()
+    if foreign:
+        _send_json(conn, {"error": f"{len(foreign)} imported modules are not this pod's: {'; '.join(foreign[:3])}"})
+        return 1
+    _send_json(conn, {"pid": os.getpid()})
+    conn.close()
+    note = f" (forked into this pod from the template at {request['zygote']})"
+    return _serve(listener, request["adopt"], (), watch=int(request["pid"]), note=note)
+
+
+def _foreign_modules() -> list[str]:
+    """Imported top-level modules that ``sys.path`` would load from another file (by size and mtime): a template
+    forked from another interpreter's imports must hold what this pod's own would have imported."""
+    import importlib.machinery
+
+    def stamp(file: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(file)
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
+
+    foreign = []
+    for name, module in list(sys.modules.items()):
+        loaded = getattr(module, "__spec__", None)
+        if "." in name or name.startswith("__") or loaded is None or not loaded.has_location:
+            continue  # a submodule (its package decides), __main__, built-in or frozen
+        file = loaded.origin
+        spec = importlib.machinery.PathFinder.find_spec(name, sys.path)
+        origin = spec.origin if spec is not None else None
+        if origin != file and (origin is None or stamp(origin) is None or stamp(origin) != stamp(file)):
+            foreign.append(f"{name} ({file}, here {origin or 'not found'})")
+    return foreign
 
 
 def main(argv: list[str] | None = None) -> int:

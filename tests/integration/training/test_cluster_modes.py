@@ -11,7 +11,9 @@ lost nodes and the eviction. The default mode (``inprocess-ft``) is also checked
 tiers and the causes it reports.
 
 All twelve runs go through one pool, :data:`~tests.helpers.cluster_schedule.AT_ONCE` at a time: a cluster run mostly
-waits (a replacement pod after its node-replace delay, a rendezvous, a back-off).
+waits (a replacement pod after its node-replace delay, a rendezvous, a back-off). Their pods fork their worker template
+from the test process's (warm pods: ``training.local --template``) instead of importing the training code, 4-6 CPU-s
+a pod here, except the runs of :data:`COLD`, whose pods import it as a cluster's do.
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ INDEX1_PODS = {
     "sync-ckpt": [(10, "Count"), (10, "Count"), (42, "FailJob")],
     "k8s-only": [(10, "Count"), (10, "Count"), (42, "FailJob")],
 }
+#: Runs whose pods import the training code themselves: the default mode's and the baseline's repeated-fault runs.
+COLD = {"fail-job/inprocess-ft", "fail-job/k8s-only"}
+#: What a warm pod's template says when it is ready (training.common.prefork).
+FORKED_INTO_POD = "(forked into this pod from the template at /run/training-prefork-zygote.sock)"
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +81,11 @@ def all_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     def run(key: str) -> Any:
         kind, mode = key.split("/")
+        warm = key not in COLD
         if kind == "schedule":
-            return cluster_run(base / key, nodes=2, steps=STEPS, faults=FAULTS, mode=mode, timeout_s=420)
-        return cluster_run(base / key, nodes=2, steps=12, faults="exception@3:1!", mode=mode, config=fail_config)
+            return cluster_run(base / key, nodes=2, steps=STEPS, faults=FAULTS, mode=mode, timeout_s=420, warm=warm)
+        fail = {"steps": 12, "faults": "exception@3:1!", "config": fail_config}
+        return cluster_run(base / key, nodes=2, mode=mode, warm=warm, **fail)
 
     procs = run_each([f"schedule/{m}" for m in LAYERS] + [f"fail-job/{m}" for m in INDEX1_PODS], run)
     reference = fault_free_reference(base / "schedule" / "inprocess-ft", base / "schedule" / "reference")
@@ -203,3 +211,14 @@ def test_a_repeated_fault_fails_the_job_with_the_fail_job_reason(failed_runs, mo
     # failure ended its one pod
     (index0,) = [p for p in status["pods"] if p["index"] == 0]
     assert index0["pod_failure_policy_action"] != "Succeeded"
+
+
+def test_warm_pods_fork_their_template_and_cold_pods_import_it(all_runs):
+    """Every training pod's template of a warm run was forked into it (none imported, none fell back, no worker
+    started cold); every one of a :data:`COLD` run imported the training code itself."""
+    for key in all_runs["procs"]:
+        logs = [p.read_text() for p in (all_runs["base"] / key / "pods").glob("*.log") if "prepare-data" not in p.name]
+        ready = [x for log in logs for x in log.splitlines() if x.startswith("[prefork] template ") and " ready " in x]
+        forked = [x.endswith(f" ready at /tmp/training-prefork.sock {FORKED_INTO_POD}") for x in ready]
+        assert ready and (not any(forked) if key in COLD else all(forked)), (key, ready)
+        assert not any("no template from" in log or "cold start" in log for log in logs), key

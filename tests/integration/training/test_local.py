@@ -80,11 +80,6 @@ def _module(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_template_and_nodes_are_refused_together(tmp_path: Path) -> None:
-    proc = _module("training.local", "--run-dir", str(tmp_path), "--nodes", "2", "--template", "/tmp/x")
-    assert proc.returncode == 2 and "each pod of --nodes starts its own template" in proc.stderr
-
-
 def test_bad_fault_spec_is_rejected() -> None:
     proc = _module("training.train", "--run-dir", "/tmp/unused-h4", "--faults", "explode@3")
     assert proc.returncode == 2 and "kind must be one of" in proc.stderr

@@ -7,6 +7,7 @@ records. Then a node loss (link down, SIGKILL of PID 1) is compared with an evic
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -99,3 +100,44 @@ def test_two_pods_talk_through_cluster_dns_with_private_and_shared_files(tmp_pat
     finally:
         for pod in pods:
             pod.kill()
+
+
+def test_a_pods_template_forked_from_one_outside_it_runs_its_workers_in_the_pod(tmp_path, network):
+    """Warm pods (``training.local --nodes --template``): the template outside the pod forks the pod's template into
+    the pod's namespaces and root, through a socket bound into the pod, and the workers it forks are the pod's:
+    its hostname, PIDs of its namespace, its private /tmp."""
+    from tests.helpers.training_runs import REPO_ROOT, child_env
+
+    zygote = tmp_path / "zygote.sock"
+    argv = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", str(zygote), "--warm", "json"]
+    outside = subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
+    script = (
+        "python -m training.common.prefork serve --socket /tmp/t.sock & export TRAINING_PREFORK_SOCKET=/tmp/t.sock; "
+        "python -m training.common.prefork run tests.helpers.prefork_payload where; echo payload-exit $?; sleep 60"
+    )
+    spec = PodSpec(
+        name="p0",
+        hostname="train-0",
+        ip=network.allocate(),
+        prefix_len=POD_CIDR.prefixlen,
+        argv=["bash", "-c", script],
+        env={**child_env(), "TRAINING_PREFORK_ZYGOTE": "/run/zygote.sock"},
+        workdir=str(REPO_ROOT),
+        mounts=[Mount("/run/zygote.sock", "bind", zygote)],
+    )
+    pod = PodSandbox(spec, tmp_path / "pod0", network, tmp_path / "pod0.log")
+    try:
+        assert outside.stdout is not None and "ready" in outside.stdout.readline()
+        pod.start()
+        log = _wait_for(tmp_path / "pod0.log", "payload-exit")
+    finally:
+        pod.kill()
+        outside.terminate()
+        outside.wait(timeout=10)
+    ready = next(x for x in log.splitlines() if x.startswith("[prefork] template "))
+    assert ready.endswith(" ready at /tmp/t.sock (forked into this pod from the template at /run/zygote.sock)"), log
+    template_pid = int(ready.split()[2])
+    assert 1 < template_pid < 20  # numbered in the pod's PID namespace, not this host's
+    assert f"ppid={template_pid} argv=['where']" in log and "payload host=train-0\n" in log, log
+    assert "payload-exit 0\n" in log and "cold start" not in log
+    assert not Path("/tmp/t.sock").exists()  # the template's socket is in the pod's /tmp, not this host's

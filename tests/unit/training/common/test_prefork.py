@@ -3,6 +3,7 @@ worker is a fork of the template that ends as a cold ``python -m`` would, and ne
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -174,3 +175,78 @@ def test_the_template_gives_the_rendezvous_the_cheap_method_name(tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
     assert "payload get_method_name from training.common.rendezvous_names" in out, err
+
+
+# ---- warm pods: a template forked into the requester from a zygote (ZYGOTE_ENV) -------------------------------------
+
+
+def _adopting(sock: Path, zygote: Path, **env: str) -> subprocess.Popen:
+    """``serve`` at ``sock`` asking the template at ``zygote`` for a template (what a pod's supervisor starts)."""
+    argv = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", str(sock), "--warm", "json"]
+    full_env = {**child_env(), "TRAINING_PREFORK_ZYGOTE": str(zygote), **env}
+    return subprocess.Popen(
+        argv, cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _ready_pid(line: str, sock: Path, zygote: Path) -> int:
+    """The adopted template's pid from its ready line, which must name the zygote."""
+    head, _, tail = line.partition(f" ready at {sock} (forked into this pod from the template at {zygote})")
+    assert head.startswith("[prefork] template ") and tail == "\n", line
+    return int(head.split()[-1])
+
+
+def test_an_adopted_template_forks_workers_and_a_killed_one_is_replaced_while_its_stand_in_stays(template, tmp_path):
+    """The pod's supervisor SIGKILLs every process but the one it started after a launch: the template that process
+    stands in for is then forked again, on the same socket, and workers keep coming from a template, never cold."""
+    zygote_proc, zygote = template
+    sock = tmp_path / "pod.sock"
+    stand_in = _adopting(sock, zygote)
+    try:
+        assert stand_in.stdout is not None
+        first = _ready_pid(stand_in.stdout.readline(), sock, zygote)
+        assert first not in (stand_in.pid, zygote_proc.pid)
+        out, err = _stand_in(sock, "exit", "4", cwd=tmp_path).communicate(timeout=30)
+        assert f"ppid={first} argv=['exit', '4']" in out and "cold start" not in err
+        os.kill(first, signal.SIGKILL)
+        assert stand_in.stdout.readline() == f"[prefork] template {first} was killed: another from {zygote}\n"
+        second = _ready_pid(stand_in.stdout.readline(), sock, zygote)
+        out, err = _stand_in(sock, "exit", "5", cwd=tmp_path).communicate(timeout=30)
+        assert f"ppid={second} argv=['exit', '5']" in out and "cold start" not in err
+        stand_in.send_signal(signal.SIGTERM)  # reaches the template, which stops; the stand-in ends as it ended
+        assert stand_in.wait(timeout=10) == 0
+        assert not sock.exists() and not Path(f"/proc/{second}").exists()
+    finally:
+        stand_in.kill()
+
+
+def test_a_zygote_holding_a_module_the_requester_would_not_import_is_refused_and_the_requester_imports(tmp_path):
+    """The zygote imported ``zmod`` from its own PYTHONPATH; the requester's interpreter has no such module, so a
+    fork of the zygote would not be the template it would have become: it says so and imports itself."""
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "zmod.py").write_text("VALUE = 1\n")
+    zygote = tmp_path / "zygote.sock"
+    argv = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", str(zygote), "--warm", "zmod"]
+    env = {**child_env(), "PYTHONPATH": str(tmp_path / "extra")}
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    sock = tmp_path / "pod.sock"
+    try:
+        assert proc.stdout is not None and "ready" in proc.stdout.readline()
+        refused = _adopting(sock, zygote)
+        unreachable = _adopting(tmp_path / "pod2.sock", tmp_path / "no-zygote.sock")
+        lines = [p.stdout.readline() + p.stdout.readline() for p in (refused, unreachable)]  # type: ignore[union-attr]
+        for p in (refused, unreachable):
+            p.terminate()
+            assert p.wait(timeout=10) == 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert lines[0] == (
+        f"[prefork] no template from {zygote}: 1 imported modules are not this pod's: "
+        f"zmod ({tmp_path / 'extra' / 'zmod.py'}, here not found); importing here\n"
+        f"[prefork] template {refused.pid} ready at {sock}\n"
+    )
+    assert lines[1].startswith(f"[prefork] no template from {tmp_path / 'no-zygote.sock'}: unreachable (")
+    assert lines[1].endswith(
+        f"importing here\n[prefork] template {unreachable.pid} ready at {tmp_path / 'pod2.sock'}\n"
+    )
