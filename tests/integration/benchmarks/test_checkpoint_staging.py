@@ -9,14 +9,25 @@ import pytest
 import torch
 
 from benchmarks.checkpoint_staging import main
+from tests.helpers.training_runs import shared_template
+from training.common.prefork import SOCKET_ENV
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU fallback")
-def test_staging_benchmark_measures_each_variant_on_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_staging_benchmark_measures_each_variant_on_cpu(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchrun and its workers are forked from the test process's worker template (``SOCKET_ENV`` set)."""
+    socket = shared_template()
+    monkeypatch.setenv(SOCKET_ENV, socket)
     out = tmp_path / "bench"
     rc = main(["--steps", "8", "--interval", "4", "--variants", "none,sync,async,async:cuda-ipc", "--out", str(out)])
     assert rc == 0
-    printed = capsys.readouterr().out
+    printed, errors = capfd.readouterr()
+    assert "cold start" not in errors  # what a stand-in that found no template would have said
+    assert (
+        f"-- sync: 8 steps, checkpoint every 4 (torchrun and workers forked from the template at {socket})" in printed
+    )
     assert "async:cuda-ipc: skipped (NVRx staging modes need CUDA)" in printed
     results = json.loads((out / "results.json").read_text())
     assert "CPU fallback" in results["device"]
