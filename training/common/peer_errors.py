@@ -13,6 +13,7 @@ PEER_ERROR_TYPES = frozenset({"DistBackendError", "DistStoreError", "DistNetwork
 PEER_ERROR_MARKERS = (
     "timed out",
     "connection closed by peer",
+    "application timeout caused pair closure",  # gloo, a collective past its timeout waiting for a peer
     "connection reset",
     "broken pipe",
     "collective operation timeout",

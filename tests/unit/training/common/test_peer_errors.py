@@ -16,6 +16,7 @@ class DistBackendError(RuntimeError):
     [
         RuntimeError("[gloo/transport/tcp/unbound_buffer.cc:129] Timed out waiting 3000ms for send operation"),
         RuntimeError("[gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.244.0.4]:41234"),
+        RuntimeError("Application timeout caused pair closure"),  # a relaunched k8s-only rank, its peer's pod gone
         RuntimeError("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE)"),
         DistBackendError("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"),
         TimeoutError("store get"),
