@@ -8,7 +8,7 @@ export CDK_DISABLE_VERSION_CHECK := true
 export PYTHONUNBUFFERED := 1
 # Offline: without credentials the CDK CLI would first probe the EC2 metadata service (~15 s).
 export AWS_EC2_METADATA_DISABLED := true
-# Setup installs with --no-compile (saves ~35 s); let Python cache bytecode of what is actually imported.
+# Setup installs without compiling bytecode (uv's default); let Python cache bytecode of what is actually imported.
 export PYTHONDONTWRITEBYTECODE :=
 # torch imports the deprecated pynvml shim that NVRx depends on; its FutureWarning is noise.
 export PYTHONWARNINGS := ignore:The pynvml package is deprecated:FutureWarning
