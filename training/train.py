@@ -381,8 +381,13 @@ def exit_policy(err: BaseException | None, runner: Runner, unrecoverable: int) -
             cause = "peer_lost"
         else:
             cause = runner.tracker.cause if runner.tracker.cause not in (None, "peer_lost") else "exception"
+        reason = runner.tracker.abort_reason
+        if reason is None or is_restart_abort(err):
+            message = f"in-process layer stopped: {reason or err}"
+        else:  # the abort's reason, then what NVRx's teardown raised on top of it
+            message = f"in-process layer stopped: {reason} (then, tearing down: {type(err).__name__}: {err})"
         # primary=False: usually a consequence of another rank leaving: keep that rank's cause
-        out = Exit(exit_code_for(cause, unrecoverable), cause, f"in-process layer stopped: {err}", primary=False)
+        out = Exit(exit_code_for(cause, unrecoverable), cause, message, primary=False)
     else:
         cause = classify(err)
         if runner.layers.ft_launcher or not isinstance(err, Exception):

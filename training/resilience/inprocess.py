@@ -81,7 +81,8 @@ def apply_process_env(environ: MutableMapping[str, str] | None = None) -> dict[s
 @dataclass
 class RestartTracker:
     """What the in-process layer saw: detection time and cause of the last fault on this rank, restart times, and
-    why it gave up (``abort_cause``: ``peer_lost`` when ranks were lost, ``budget`` when restarts came too fast)."""
+    why it gave up (``abort_cause``: ``peer_lost`` when ranks were lost, ``budget`` when restarts came too fast;
+    ``abort_reason``: the message of that abort)."""
 
     detected_mono: float | None = None
     detected_ts: float | None = None
@@ -90,6 +91,7 @@ class RestartTracker:
     history: list[dict[str, Any]] = field(default_factory=list)
     restart_times: list[float] = field(default_factory=list)
     abort_cause: str | None = None
+    abort_reason: str | None = None
 
 
 def _initialize_class() -> type:
@@ -115,14 +117,16 @@ def _initialize_class() -> type:
             active = min(state.world_size, state.active_world_size)
             if active < self.min_world_size:
                 self.tracker.abort_cause = "peer_lost"
-                raise RestartAbort(f"{active} of {self.min_world_size} ranks are left: a peer was lost")
+                self.tracker.abort_reason = f"{active} of {self.min_world_size} ranks are left: a peer was lost"
+                raise RestartAbort(self.tracker.abort_reason)
             recent = [t for t in self.tracker.restart_times if now - t < self.window_s]
             if len(recent) > self.max_restarts:
                 self.tracker.abort_cause = "budget"
-                raise RestartAbort(
+                self.tracker.abort_reason = (
                     f"{len(recent)} in-process restarts within {self.window_s:g} s (inprocess.max_iterations = "
                     f"{self.max_restarts}): handing the fault to the next layer"
                 )
+                raise RestartAbort(self.tracker.abort_reason)
             return state
 
     return WindowedRetry
