@@ -73,6 +73,11 @@ ZYGOTE_ENV = "TRAINING_PREFORK_ZYGOTE"
 LAUNCHER_PID_ENV = "TRAINING_LAUNCHER_PID"
 #: Seconds a stand-in waits for a template whose socket is not there yet (it binds first thing, before its imports).
 CONNECT_WAIT_S = 5.0
+#: A pod's adopted template SIGKILLed more than this many times within :data:`REPLACE_WINDOW_S` is not replaced
+#: again: its stand-in ends as it did, as a pod whose own template was killed would (a kill that keeps coming, the
+#: OOM killer's, must reach the pod's supervisor rather than loop here).
+REPLACE_LIMIT = 3
+REPLACE_WINDOW_S = 60.0
 #: Signals the stand-in forwards to the worker.
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _HEADER = struct.Struct("!I")
@@ -389,9 +394,11 @@ def _fresh_process_state() -> None:
 
 def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> int | None:
     """Have the template at ``zygote`` fork this pod a template serving on ``listener``, and stand in for it until it
-    ends; ask again when it is SIGKILLed while this process is not stopping. None, said on stderr, when the zygote
+    ends; ask again when it is SIGKILLed while this process is not stopping, up to :data:`REPLACE_LIMIT` times within
+    :data:`REPLACE_WINDOW_S`. None, said on stderr, when the zygote
     is unreachable or refuses: the caller imports and serves itself."""
     group, stopping = [0], []
+    kills: list[float] = []  # when its templates were SIGKILLed
 
     def forward(sig: int, _frame: object) -> None:
         stopping.append(sig)
@@ -423,6 +430,16 @@ def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> in
         if status is None:
             return 1
         if stopping or not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
+            return _end_as(status)
+        now = time.monotonic()
+        kills = [t for t in kills if now - t < REPLACE_WINDOW_S] + [now]
+        if len(kills) > REPLACE_LIMIT:
+            print(
+                f"[prefork] template {group[0]} was killed, {len(kills)} within {REPLACE_WINDOW_S:g} s: ending as it "
+                "did",
+                file=sys.stderr,
+                flush=True,
+            )
             return _end_as(status)
         print(f"[prefork] template {group[0]} was killed: another from {zygote}", file=sys.stderr, flush=True)
         group[0] = 0

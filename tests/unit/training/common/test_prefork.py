@@ -220,6 +220,26 @@ def test_an_adopted_template_forks_workers_and_a_killed_one_is_replaced_while_it
         stand_in.kill()
 
 
+def test_a_template_killed_again_and_again_is_replaced_three_times_then_its_stand_in_ends_killed(template, tmp_path):
+    """A kill that keeps coming (the OOM killer's) must reach the pod's supervisor: the fourth SIGKILL of the pod's
+    template within a minute ends its stand-in by SIGKILL too, as a pod whose own template was killed would."""
+    _, zygote = template
+    sock = tmp_path / "pod.sock"
+    stand_in = _adopting(sock, zygote)
+    try:
+        assert stand_in.stdout is not None
+        pid = _ready_pid(stand_in.stdout.readline(), sock, zygote)
+        for _ in range(3):
+            os.kill(pid, signal.SIGKILL)
+            assert stand_in.stdout.readline() == f"[prefork] template {pid} was killed: another from {zygote}\n"
+            pid = _ready_pid(stand_in.stdout.readline(), sock, zygote)
+        os.kill(pid, signal.SIGKILL)
+        assert stand_in.stdout.readline() == f"[prefork] template {pid} was killed, 4 within 60 s: ending as it did\n"
+        assert stand_in.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        stand_in.kill()
+
+
 def test_a_zygote_holding_a_module_the_requester_would_not_import_is_refused_and_the_requester_imports(tmp_path):
     """The zygote imported ``zmod`` from its own PYTHONPATH; the requester's interpreter has no such module, so a
     fork of the zygote would not be the template it would have become: it says so and imports itself."""
