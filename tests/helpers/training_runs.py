@@ -164,9 +164,10 @@ def torchrun(
     module: bool = False,
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``torchrun --standalone``-style on a free port; ``script_args[0]`` is a script of this repository (or a
-    module with ``module``). torchrun and the workers are forked from this test process's :func:`shared_template`
-    (a worker's script runs as its module, ``tests.helpers.X``), as ``training.local`` and the pods start them.
+    """Run ``torchrun --standalone``-style on free ports (its rendezvous, and the in-process store unless ``env``
+    names one); ``script_args[0]`` is a script of this repository (or a module with ``module``). torchrun and the
+    workers are forked from this test process's :func:`shared_template` (a worker's script runs as its module,
+    ``tests.helpers.X``), as ``training.local`` and the pods start them.
 
     Raises ``subprocess.TimeoutExpired`` after ``timeout_s`` (torchrun and its workers are killed) and,
     with ``check``, ``AssertionError`` carrying the output on a non-zero exit.
@@ -185,8 +186,11 @@ def torchrun(
         *("-m", "training.common.prefork", "run", target, *args),
     ]
     from training.common.prefork import SOCKET_ENV
+    from training.resilience.inprocess import STORE_PORT_ENV
 
-    env = {**(env or child_env()), SOCKET_ENV: shared_template()}
+    # A port of its own for the in-process layer's store too: on the config's fixed one, an in-process run of the
+    # other test process joined this one's barrier (NVRx's BarrierOverflow, arrived_ranks=[0, 0, 1, 1]).
+    env = {STORE_PORT_ENV: str(free_port()), **(env or child_env()), SOCKET_ENV: shared_template()}
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(
