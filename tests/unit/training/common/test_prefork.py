@@ -196,6 +196,14 @@ def _ready_pid(line: str, sock: Path, zygote: Path) -> int:
     return int(head.split()[-1])
 
 
+def _kill_and_get_another(stand_in: subprocess.Popen, pid: int, sock: Path, zygote: Path) -> int:
+    """SIGKILL the pod's template ``pid``; its stand-in must say so and ask for another: that one's pid."""
+    assert stand_in.stdout is not None
+    os.kill(pid, signal.SIGKILL)
+    assert stand_in.stdout.readline() == f"[prefork] template {pid} was killed: another from {zygote}\n"
+    return _ready_pid(stand_in.stdout.readline(), sock, zygote)
+
+
 def test_an_adopted_template_forks_workers_and_a_killed_one_is_replaced_while_its_stand_in_stays(template, tmp_path):
     """The pod's supervisor SIGKILLs every process but the one it started after a launch: the template that process
     stands in for is then forked again, on the same socket, and workers keep coming from a template, never cold."""
@@ -208,9 +216,7 @@ def test_an_adopted_template_forks_workers_and_a_killed_one_is_replaced_while_it
         assert first not in (stand_in.pid, zygote_proc.pid)
         out, err = _stand_in(sock, "exit", "4", cwd=tmp_path).communicate(timeout=30)
         assert f"ppid={first} argv=['exit', '4']" in out and "cold start" not in err
-        os.kill(first, signal.SIGKILL)
-        assert stand_in.stdout.readline() == f"[prefork] template {first} was killed: another from {zygote}\n"
-        second = _ready_pid(stand_in.stdout.readline(), sock, zygote)
+        second = _kill_and_get_another(stand_in, first, sock, zygote)
         out, err = _stand_in(sock, "exit", "5", cwd=tmp_path).communicate(timeout=30)
         assert f"ppid={second} argv=['exit', '5']" in out and "cold start" not in err
         stand_in.send_signal(signal.SIGTERM)  # reaches the template, which stops; the stand-in ends as it ended
@@ -223,16 +229,13 @@ def test_an_adopted_template_forks_workers_and_a_killed_one_is_replaced_while_it
 def test_a_template_killed_again_and_again_is_replaced_three_times_then_its_stand_in_ends_killed(template, tmp_path):
     """A kill that keeps coming (the OOM killer's) must reach the pod's supervisor: the fourth SIGKILL of the pod's
     template within a minute ends its stand-in by SIGKILL too, as a pod whose own template was killed would."""
-    _, zygote = template
-    sock = tmp_path / "pod.sock"
+    sock, zygote = tmp_path / "pod.sock", template[1]
     stand_in = _adopting(sock, zygote)
     try:
         assert stand_in.stdout is not None
         pid = _ready_pid(stand_in.stdout.readline(), sock, zygote)
         for _ in range(3):
-            os.kill(pid, signal.SIGKILL)
-            assert stand_in.stdout.readline() == f"[prefork] template {pid} was killed: another from {zygote}\n"
-            pid = _ready_pid(stand_in.stdout.readline(), sock, zygote)
+            pid = _kill_and_get_another(stand_in, pid, sock, zygote)
         os.kill(pid, signal.SIGKILL)
         assert stand_in.stdout.readline() == f"[prefork] template {pid} was killed, 4 within 60 s: ending as it did\n"
         assert stand_in.wait(timeout=10) == -signal.SIGKILL
