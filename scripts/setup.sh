@@ -50,7 +50,7 @@ if ! .venv/bin/uv pip install --python .venv/bin/python "${find_links[@]}" \
   echo "[setup] ERROR: uv pip install failed (output above)" >&2
   exit 1
 fi
-{ grep -E "^(Resolved|Installed|Audited|warning)" "$uv_log" || true; } | sed 's/^/[setup]   /'
+{ grep -E "^(Resolved|Installed|Checked|Audited|warning)" "$uv_log" || true; } | sed 's/^/[setup]   /'
 rm -f "$uv_log"
 .venv/bin/python -c "import torch, aws_cdk, cdk8s, nvidia_resiliency_ext" \
   || { echo "[setup] ERROR: Python packages failed to import after install" >&2; exit 1; }
