@@ -395,8 +395,8 @@ def _fresh_process_state() -> None:
 def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> int | None:
     """Have the template at ``zygote`` fork this pod a template serving on ``listener``, and stand in for it until it
     ends; ask again when it is SIGKILLed while this process is not stopping, up to :data:`REPLACE_LIMIT` times within
-    :data:`REPLACE_WINDOW_S`. None, said on stderr, when the zygote
-    is unreachable or refuses: the caller imports and serves itself."""
+    :data:`REPLACE_WINDOW_S`. None, said on stderr, when the zygote is unreachable or refuses: the caller imports
+    and serves itself."""
     group, stopping = [0], []
     kills: list[float] = []  # when its templates were SIGKILLed
 
@@ -434,12 +434,8 @@ def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> in
         now = time.monotonic()
         kills = [t for t in kills if now - t < REPLACE_WINDOW_S] + [now]
         if len(kills) > REPLACE_LIMIT:
-            print(
-                f"[prefork] template {group[0]} was killed, {len(kills)} within {REPLACE_WINDOW_S:g} s: ending as it "
-                "did",
-                file=sys.stderr,
-                flush=True,
-            )
+            why = f"{len(kills)} within {REPLACE_WINDOW_S:g} s"
+            print(f"[prefork] template {group[0]} was killed, {why}: ending as it did", file=sys.stderr, flush=True)
             return _end_as(status)
         print(f"[prefork] template {group[0]} was killed: another from {zygote}", file=sys.stderr, flush=True)
         group[0] = 0

@@ -116,18 +116,20 @@ def _initialize_class() -> type:
                 self.tracker.restart_times.append(now)
             active = min(state.world_size, state.active_world_size)
             if active < self.min_world_size:
-                self.tracker.abort_cause = "peer_lost"
-                self.tracker.abort_reason = f"{active} of {self.min_world_size} ranks are left: a peer was lost"
-                raise RestartAbort(self.tracker.abort_reason)
+                raise self._abort("peer_lost", f"{active} of {self.min_world_size} ranks are left: a peer was lost")
             recent = [t for t in self.tracker.restart_times if now - t < self.window_s]
             if len(recent) > self.max_restarts:
-                self.tracker.abort_cause = "budget"
-                self.tracker.abort_reason = (
+                raise self._abort(
+                    "budget",
                     f"{len(recent)} in-process restarts within {self.window_s:g} s (inprocess.max_iterations = "
-                    f"{self.max_restarts}): handing the fault to the next layer"
+                    f"{self.max_restarts}): handing the fault to the next layer",
                 )
-                raise RestartAbort(self.tracker.abort_reason)
             return state
+
+        def _abort(self, cause: str, reason: str) -> RestartAbort:
+            """Record why the layer stops in the tracker; the abort to raise."""
+            self.tracker.abort_cause, self.tracker.abort_reason = cause, reason
+            return RestartAbort(reason)
 
     return WindowedRetry
 
