@@ -1,7 +1,7 @@
 """Test-only entry (one process): an async save through NVRx's path on CPU tensors, healthy, onto a full disk, or
 interrupted by an in-process restart.
 
-``python tests/helpers/nvrx_saves.py PORT RUN_DIR CKPT_ROOT {dev-full,as-is,threads,restart}``: ``dev-full`` points the
+``python -m tests.helpers.nvrx_saves PORT RUN_DIR CKPT_ROOT {dev-full,as-is,threads,restart}``: ``dev-full`` points the
 shard's file at ``/dev/full`` (a real ENOSPC anywhere); ``as-is`` writes into CKPT_ROOT, e.g. on a full tmpfs. The
 training loop's per-step poll (``maybe_finalize``) runs until it raises; the script prints what it raised and the
 ``ckpt_failed`` errors. ``threads`` is the healthy case with 3 NVRx writer processes (``checkpoint.write_threads``):
@@ -24,10 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def run(run_dir: Path, ckpt_root: Path, how: str, timeout_s: float = 120) -> str:
-    """Run this script in a fresh interpreter (a one-rank gloo group on a free port); its stdout."""
-    from tests.helpers.training_runs import free_port, python_stdout
+    """Run this script forked from the tests' worker template (a one-rank gloo group on a free port; it ends with
+    ``os._exit`` itself); its stdout."""
+    from tests.helpers.training_runs import forked_stdout, free_port
 
-    return python_stdout([__file__, str(free_port()), str(run_dir), str(ckpt_root), how], timeout_s)
+    return forked_stdout(__name__, [str(free_port()), str(run_dir), str(ckpt_root), how], timeout_s)
 
 
 def main() -> None:

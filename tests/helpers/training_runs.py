@@ -52,6 +52,20 @@ def python_stdout(args: list[str], timeout_s: float) -> str:
     return proc.stdout
 
 
+def forked_stdout(module: str, args: list[str], timeout_s: float) -> str:
+    """Run ``python -m MODULE ARGS`` forked from this test process's :func:`shared_template` (no imports of its own;
+    it ends with ``os._exit``, so it must not need the interpreter's exit); its stdout (asserting exit 0 and no
+    cold start)."""
+    from training.common.prefork import SOCKET_ENV
+
+    cmd = [sys.executable, "-m", "training.common.prefork", "run", module, *args]
+    env = {**child_env(), SOCKET_ENV: shared_template()}
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[prefork] cold start" not in proc.stderr, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def local_run(
     run_dir: Path,
     *,
