@@ -269,7 +269,8 @@ def run_local(
 
     ``ports``: (rendezvous, in-process store); distinct per concurrent run. ``fresh``: empty the run directory
     first (False: another launch of the same run). ``nodes``: a local cluster of that many pods (``--nodes``).
-    ``template``: a worker template's socket the caller keeps (``--template``). Output is captured.
+    ``template``: a worker template's socket the caller keeps (``--template``); this process is forked from it too.
+    Output is captured.
     """
     import yaml
 
@@ -286,8 +287,12 @@ def run_local(
         cmd += ["--nodes", str(nodes), "--timeout-s", str(max(10.0, timeout_s - 20))]
     if node_replace_s is not None:
         cmd += ["--node-replace-s", str(node_replace_s)]
-    if template is not None:
+    if template is not None:  # this process too is forked from it: no imports of its own (~0.6 CPU-s a run)
+        from training.common.prefork import SOCKET_ENV
+
+        cmd[1:3] = ["-m", "training.common.prefork", "run", "training.local"]
         cmd += ["--template", template]
+        env = {**(os.environ if env is None else env), SOCKET_ENV: template}
     return subprocess.run(
         cmd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=Path(__file__).parents[1]
     )
