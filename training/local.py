@@ -278,7 +278,9 @@ def run_local(
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg_path = run_dir.parent / f"{run_dir.name}.project.yaml"
     cfg_path.write_text(yaml.safe_dump(config or {}))
-    cmd = [sys.executable, "-m", "training.local", "--run-dir", str(run_dir), "--config", str(cfg_path)]
+    # With a caller's template, this process too is forked from it: no imports of its own (~0.6 CPU-s a run).
+    local = ["-m", "training.local"] if template is None else ["-m", "training.common.prefork", "run", "training.local"]
+    cmd = [sys.executable, *local, "--run-dir", str(run_dir), "--config", str(cfg_path)]
     cmd += ["--fresh"] if fresh else []
     cmd += ["--steps", str(steps), "--faults", faults, "--mode", mode, "--nproc", str(nproc)]
     if ports:
@@ -287,10 +289,9 @@ def run_local(
         cmd += ["--nodes", str(nodes), "--timeout-s", str(max(10.0, timeout_s - 20))]
     if node_replace_s is not None:
         cmd += ["--node-replace-s", str(node_replace_s)]
-    if template is not None:  # this process too is forked from it: no imports of its own (~0.6 CPU-s a run)
+    if template is not None:
         from training.common.prefork import SOCKET_ENV
 
-        cmd[1:3] = ["-m", "training.common.prefork", "run", "training.local"]
         cmd += ["--template", template]
         env = {**(os.environ if env is None else env), SOCKET_ENV: template}
     return subprocess.run(
