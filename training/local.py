@@ -264,12 +264,14 @@ def run_local(
     nodes: int | None = None,
     node_replace_s: float | None = None,
     template: str | None = None,
+    manifests: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m training.local`` in a subprocess (for tests and scripts); ``config`` is a project.yaml dict.
 
     ``ports``: (rendezvous, in-process store); distinct per concurrent run. ``fresh``: empty the run directory
     first (False: another launch of the same run). ``nodes``: a local cluster of that many pods (``--nodes``).
     ``template``: a worker template's socket the caller keeps (``--template``); this process is forked from it too.
+    ``manifests``: run these (``--manifests``, from ``--synth-only`` with the same flags) instead of synthesizing.
     Output is captured.
     """
     import yaml
@@ -289,6 +291,8 @@ def run_local(
         cmd += ["--nodes", str(nodes), "--timeout-s", str(max(10.0, timeout_s - 20))]
     if node_replace_s is not None:
         cmd += ["--node-replace-s", str(node_replace_s)]
+    if manifests is not None:
+        cmd += ["--manifests", str(manifests)]
     if template is not None:
         from training.common.prefork import SOCKET_ENV
 

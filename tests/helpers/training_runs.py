@@ -145,11 +145,13 @@ def cluster_run(
     node_replace_s: float = 1.0,
     timeout_s: float = 300,
     warm: bool = True,
+    manifests: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m training.local --nodes`` (the training Job's manifests on a local cluster of ``nodes`` pods) with
     ``config`` (default: a copy of :data:`FAST_CONFIG`). Every pod has a network of its own: no ports to choose.
     ``warm``: each pod's worker template is forked into it from this test process's :func:`shared_template` (the
-    pod's own imports, 4-6 CPU-s, are what a cluster pays; the tests check what follows them); else it imports."""
+    pod's own imports, 4-6 CPU-s, are what a cluster pays; the tests check what follows them); else it imports.
+    ``manifests``: the run's manifests, synthesized before (:func:`cluster_manifests` with the same arguments)."""
     import copy
 
     from training.local import run_local
@@ -166,7 +168,44 @@ def cluster_run(
         nodes=nodes,
         node_replace_s=node_replace_s,
         template=shared_template() if warm else None,
+        manifests=manifests,
     )
+
+
+_SYNTH_LOCK = threading.Lock()
+
+
+def cluster_manifests(
+    out: Path,
+    *,
+    nodes: int,
+    steps: int,
+    faults: str = "",
+    mode: str = "inprocess-ft",
+    nproc: int = 1,
+    config: dict[str, Any] | None = None,
+) -> Path:
+    """The manifests :func:`cluster_run` with these arguments synthesizes, synthesized in this process by
+    ``training.local --synth-only`` (under ``out``): cdk8s's jsii kernel starts once per test process, not once per
+    run (1.5-2 CPU-s each). The run checks that they were synthesized from its own config."""
+    import copy
+    import io
+
+    import yaml
+
+    from training.cluster.runner import STATE_DIR
+    from training.local import launch, parse_args
+
+    out.mkdir(parents=True, exist_ok=True)
+    cfg_path = out.parent / f"{out.name}.project.yaml"
+    cfg_path.write_text(yaml.safe_dump(copy.deepcopy(FAST_CONFIG) if config is None else config))
+    argv = ["--run-dir", str(out), "--config", str(cfg_path), "--fresh", "--nodes", str(nodes), "--nproc", str(nproc)]
+    argv += ["--steps", str(steps), "--faults", faults, "--mode", mode, "--synth-only"]
+    said = io.StringIO()
+    with _SYNTH_LOCK, contextlib.redirect_stdout(said):  # one jsii kernel per process: one synthesis at a time
+        rc = launch(parse_args(argv))
+    assert rc == 0, said.getvalue()
+    return out / STATE_DIR / "manifests"
 
 
 def torchrun(

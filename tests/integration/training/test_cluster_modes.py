@@ -13,7 +13,9 @@ tiers and the causes it reports.
 All twelve runs go through one pool, :data:`~tests.helpers.cluster_schedule.AT_ONCE` at a time: a cluster run mostly
 waits (a replacement pod after its node-replace delay, a rendezvous, a back-off). Their pods fork their worker template
 from the test process's (warm pods: ``training.local --template``) instead of importing the training code, 4-6 CPU-s
-a pod here, except the run of :data:`COLD`, whose pods import it as a cluster's do.
+a pod here, except the run of :data:`COLD`, whose pods import it as a cluster's do. Each run's manifests are
+synthesized in the test process (:func:`~tests.helpers.training_runs.cluster_manifests`: one cdk8s jsii kernel, not
+one per run) and handed to it (``--manifests``), which refuses them unless they were made from its own config.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.cluster_schedule import FAULTS, STEPS, fault_free_reference, restarts_told, run_each, summary
-from tests.helpers.training_runs import FAST_CONFIG, cluster_run
+from tests.helpers.training_runs import FAST_CONFIG, cluster_manifests, cluster_run
 
 #: The first test waits for all twelve runs (the module fixture): 300 s on a fast 2-core machine, over 316 s (the
 #: suite's per-test bound) on a slower one. Each run has its own timeout; this bound is only against a hang.
@@ -85,9 +87,11 @@ def all_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         kind, mode = key.split("/")
         warm = key not in COLD
         if kind == "schedule":
-            return cluster_run(base / key, nodes=2, steps=STEPS, faults=FAULTS, mode=mode, timeout_s=420, warm=warm)
-        fail = {"steps": 12, "faults": "exception@3:1!", "config": fail_config}
-        return cluster_run(base / key, nodes=2, mode=mode, warm=warm, **fail)
+            args: dict[str, Any] = {"steps": STEPS, "faults": FAULTS}
+        else:
+            args = {"steps": 12, "faults": "exception@3:1!", "config": fail_config}
+        manifests = cluster_manifests(base / "manifests" / key, nodes=2, mode=mode, **args)
+        return cluster_run(base / key, nodes=2, mode=mode, warm=warm, manifests=manifests, timeout_s=420, **args)
 
     procs = run_each([f"schedule/{m}" for m in LAYERS] + [f"fail-job/{m}" for m in INDEX1_PODS], run)
     reference = fault_free_reference(base / "schedule" / "inprocess-ft", base / "schedule" / "reference")
