@@ -4,7 +4,8 @@ One node with two workers; ``launch_payload`` stands in for the training. Checks
 come out as planned, that a worker's unrecoverable exit code becomes the pod's exit code, and what the supervisor
 does with an ordinary failure: under torchrun the worker's own code ends the pod; under ft_launcher a fresh launcher
 follows while the windowed relaunch budget holds its failures. The module's six supervisor runs go three at a time
-(:func:`supervisor_runs`): they mostly wait on their launchers, and each has its own ports and node files.
+(:func:`supervisor_runs`): they mostly wait on their launchers, and each has its own ports and node files. The
+supervisor of every run but :data:`COLD`'s has its worker template forked from the test process's (as a warm pod's).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from charts.launch_command import NodeFiles, supervisor_script
 from charts.names import run_dir
 from charts.topology import Topology
 from platform_config import RecoveryMode, config_from_dict
+from tests.helpers.training_runs import shared_template
+from training.common.prefork import ZYGOTE_ENV
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]
@@ -36,7 +39,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_code: int = 0):
+def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_code: int = 0, *, warm: bool = True):
     port = _free_port()
     cfg = config_from_dict(
         {
@@ -62,6 +65,8 @@ def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_
         "PAYLOAD_FAIL_RANK": "" if fail_rank is None else str(fail_rank),
         "PAYLOAD_EXIT_CODE": str(exit_code),
     }
+    if warm:  # the supervisor's template is forked from this test process's, as a warm pod's (training.local)
+        env[ZYGOTE_ENV] = shared_template()
     proc = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     records = {}
     for path in Path(run_dir(cfg, mode)).glob("rank-*.jsonl"):
@@ -78,6 +83,9 @@ RUNS: dict[tuple[str, RecoveryMode], tuple[int | None, int]] = {
     ("ordinary", RecoveryMode.ASYNC_CKPT): (0, 3),
     ("ordinary", RecoveryMode.FT_LAUNCHER): (0, 3),
 }
+#: The run whose supervisor starts a template that imports the training code itself, as a pod's does; the others
+#: have theirs forked from the test process's (the supervisor script is the same; 3-4 CPU-s of imports a run less).
+COLD = {("success", RecoveryMode.K8S_ONLY)}
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +96,9 @@ def supervisor_runs(tmp_path_factory: pytest.TempPathFactory):
     order = sorted(RUNS, key=lambda k: k != ("ordinary", RecoveryMode.FT_LAUNCHER))
     with ThreadPoolExecutor(max_workers=3) as pool:
         yield {
-            key: pool.submit(_run, tmp_path_factory.mktemp(f"{key[0]}-{key[1].value}"), key[1], *RUNS[key])
+            key: pool.submit(
+                _run, tmp_path_factory.mktemp(f"{key[0]}-{key[1].value}"), key[1], *RUNS[key], warm=key not in COLD
+            )
             for key in order
         }
 
@@ -126,3 +136,11 @@ def test_an_ordinary_failure_ends_the_pod_with_the_workers_code(supervisor_runs,
     else:
         assert len(records["rank-0.jsonl"]) == 1
         assert "local rank 0 failed with 3: Kubernetes replaces this pod" in out
+
+
+def test_warm_supervisors_fork_their_template_and_the_cold_one_imports_it(supervisor_runs):
+    for key, future in supervisor_runs.items():
+        _, proc, _ = future.result()
+        out = proc.stdout + proc.stderr
+        assert "[prefork] template " in out, (key, out[-2000:])
+        assert ("forked into this pod from the template at" in out) == (key not in COLD), (key, out[-2000:])

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.training_runs import REPO_ROOT, child_env
+from tests.helpers.training_runs import REPO_ROOT, child_env, shared_template
+from training.common.prefork import ZYGOTE_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -21,6 +22,7 @@ def test_gpu_smoke_script_leaves_log_report_and_archive(tmp_path: Path) -> None:
     name = f"gsmoke-{tmp_path.name}"  # the script runs in /tmp/NAME; unique per test run
     out = tmp_path / "out"
     env = child_env(SMOKE_STEPS="20", SMOKE_SPECS=f"{name}:exception@8:1", SMOKE_RUN_TIMEOUT="150")
+    env[ZYGOTE_ENV] = shared_template()  # the run's template is forked from this process's: no imports of its own
     try:
         proc = subprocess.run(
             ["bash", "scripts/gpu_smoke.sh", str(out)],
