@@ -175,10 +175,8 @@ class Trainer:
             self.on_meta = any_rank(committed_checkpoint_exists(root) or in_memory, self.device)
             self.model = sharded_model(self._model_spec, self.device, on_meta=self.on_meta)
             self.flops_per_token = flops_per_token(self.model.args, tc.seq_len)
-            # fused: one kernel (and one DTensor dispatch) for the whole update, on CUDA and CPU alike (torchtitan's
-            # default). Unasked, torch takes the per-parameter loop on CPU; the multi-tensor (foreach) update made a
-            # new process's first step pay DTensor's sharding propagation for each of its ~10 list ops (0.2 of the
-            # tiny model's 0.4 CPU-s first step; every restart and test run starts one).
+            # fused (torchtitan's default): one op for the whole update; foreach's ~10 list ops each cost a new
+            # process DTensor's sharding propagation in its first step (0.2 of the tiny model's 0.4 CPU-s).
             self.optimizer = torch.optim.AdamW(
                 self.model.parameters(), lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay, fused=True
             )
@@ -273,8 +271,7 @@ class Trainer:
         tc = self.cfg.train
         loss = self._loss(self.sampler.next_batch(), self.train_data)
         loss.backward()
-        # foreach: unasked, torch takes one norm per parameter for FSDP2's DTensor gradients (its foreach check
-        # admits plain tensors only); one list op for all is what torchtitan asks for too.
+        # foreach (as torchtitan): unasked, torch takes one norm per parameter for FSDP2's DTensor gradients.
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip, foreach=True)
         lr = lr_at(step, lr=tc.lr, min_lr=tc.min_lr, warmup=tc.warmup_steps, total=tc.steps)
         for group in self.optimizer.param_groups:
