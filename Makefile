@@ -10,8 +10,6 @@ export PYTHONUNBUFFERED := 1
 export AWS_EC2_METADATA_DISABLED := true
 # Setup installs without compiling bytecode (uv's default); let Python cache bytecode of what is actually imported.
 export PYTHONDONTWRITEBYTECODE :=
-# torch imports the deprecated pynvml shim that NVRx depends on; its FutureWarning is noise.
-export PYTHONWARNINGS := ignore:The pynvml package is deprecated:FutureWarning
 
 # Configuration environment (an `environments:` key of project.yaml) and recovery mode for `make submit`.
 ENV ?= default

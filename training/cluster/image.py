@@ -26,7 +26,6 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LOCAL_ENV = {
     "OMP_NUM_THREADS": "1",
     "TRAINING_STALL_DUMP_S": "10",
-    "PYTHONWARNINGS": "ignore:The pynvml package is deprecated:FutureWarning",  # this venv's pynvml, not the image's
 }
 
 
