@@ -18,11 +18,37 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN_TRAINER = Path(__file__).with_name("run_trainer.py")
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default range starts here
+
+
+#: The ports :func:`free_port` picks from: below the kernel's ephemeral range. A port from that range (what binding to
+#: port 0 gives) can be taken, before the run binds it, as the local port of any outgoing connection: seen once as a
+#: run's in-process store port, whose host rank then fell back to a client of nothing and timed out after 20 s.
+PORT_RANGE = (20000, _ephemeral_low() - 1)
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port that was free a moment ago (bind to port 0 and release)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port from :data:`PORT_RANGE` that was free a moment ago (bound and released), and that this process
+    has not handed out before (a run's two ports, or a concurrent run's, never coincide)."""
+    import random
+
+    for _ in range(200):
+        port = random.randint(*PORT_RANGE)
+        if port in _HANDED_OUT:
+            continue
+        _HANDED_OUT.add(port)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free TCP port in {PORT_RANGE} after 200 tries")
 
 
 def child_env(**extra: str) -> dict[str, str]:

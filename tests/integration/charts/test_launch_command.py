@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +24,7 @@ from charts.launch_command import NodeFiles, supervisor_script
 from charts.names import run_dir
 from charts.topology import Topology
 from platform_config import RecoveryMode, config_from_dict
-from tests.helpers.training_runs import shared_template
+from tests.helpers.training_runs import free_port, shared_template
 from training.common.prefork import ZYGOTE_ENV
 
 pytestmark = pytest.mark.integration
@@ -33,14 +32,8 @@ REPO = Path(__file__).resolve().parents[3]
 PAYLOAD = "tests.integration.charts.launch_payload"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_code: int = 0, *, warm: bool = True):
-    port = _free_port()
+    port = free_port()
     cfg = config_from_dict(
         {
             "storage": {"mount_path": str(tmp_path / "fsx")},
@@ -48,7 +41,7 @@ def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_
             "image": {"nvrx_version": "0.4.1"},  # what requirements.txt installs here
             "job": {
                 "rendezvous_port": port,
-                "inprocess_store_port": _free_port(),
+                "inprocess_store_port": free_port(),
                 "relaunch": {"max_in_window": 5, "window_s": 600, "delay_s": 0},
             },
             "ft": {"max_restarts": 3},
