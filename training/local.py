@@ -249,6 +249,30 @@ def finish(run_dir: Path, steps: int, code: int, message: str, wall: float, unre
     return code
 
 
+def run_args(
+    run_dir: Path,
+    *,
+    config: dict[str, Any] | None,
+    steps: int,
+    faults: str,
+    mode: str,
+    nproc: int,
+    fresh: bool = True,
+    nodes: int | None = None,
+) -> list[str]:
+    """The flags of ``python -m training.local`` for a run in ``run_dir`` (created) with ``config``, a project.yaml
+    dict written beside it as ``<run dir>.project.yaml``."""
+    import yaml
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg_path = run_dir.parent / f"{run_dir.name}.project.yaml"
+    cfg_path.write_text(yaml.safe_dump(config or {}))
+    args = ["--run-dir", str(run_dir), "--config", str(cfg_path)] + (["--fresh"] if fresh else [])
+    args += ["--steps", str(steps), "--faults", faults, "--mode", mode, "--nproc", str(nproc)]
+    return args + (["--nodes", str(nodes)] if nodes is not None else [])
+
+
 def run_local(
     run_dir: Path,
     *,
@@ -274,21 +298,16 @@ def run_local(
     ``manifests``: run these (``--manifests``, from ``--synth-only`` with the same flags) instead of synthesizing.
     Output is captured.
     """
-    import yaml
-
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cfg_path = run_dir.parent / f"{run_dir.name}.project.yaml"
-    cfg_path.write_text(yaml.safe_dump(config or {}))
     # With a caller's template, this process too is forked from it: no imports of its own (~0.6 CPU-s a run).
     local = ["-m", "training.local"] if template is None else ["-m", "training.common.prefork", "run", "training.local"]
-    cmd = [sys.executable, *local, "--run-dir", str(run_dir), "--config", str(cfg_path)]
-    cmd += ["--fresh"] if fresh else []
-    cmd += ["--steps", str(steps), "--faults", faults, "--mode", mode, "--nproc", str(nproc)]
+    cmd = [sys.executable, *local]
+    cmd += run_args(
+        run_dir, config=config, steps=steps, faults=faults, mode=mode, nproc=nproc, fresh=fresh, nodes=nodes
+    )
     if ports:
         cmd += ["--port", str(ports[0]), "--store-port", str(ports[1])]
     if nodes is not None:
-        cmd += ["--nodes", str(nodes), "--timeout-s", str(max(10.0, timeout_s - 20))]
+        cmd += ["--timeout-s", str(max(10.0, timeout_s - 20))]
     if node_replace_s is not None:
         cmd += ["--node-replace-s", str(node_replace_s)]
     if manifests is not None:

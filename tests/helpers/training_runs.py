@@ -217,16 +217,12 @@ def cluster_manifests(
     import copy
     import io
 
-    import yaml
-
     from training.cluster.runner import STATE_DIR
-    from training.local import launch, parse_args
+    from training.local import launch, parse_args, run_args
 
-    out.mkdir(parents=True, exist_ok=True)
-    cfg_path = out.parent / f"{out.name}.project.yaml"
-    cfg_path.write_text(yaml.safe_dump(copy.deepcopy(FAST_CONFIG) if config is None else config))
-    argv = ["--run-dir", str(out), "--config", str(cfg_path), "--fresh", "--nodes", str(nodes), "--nproc", str(nproc)]
-    argv += ["--steps", str(steps), "--faults", faults, "--mode", mode, "--synth-only"]
+    config = copy.deepcopy(FAST_CONFIG) if config is None else config
+    argv = run_args(out, config=config, steps=steps, faults=faults, mode=mode, nproc=nproc, nodes=nodes)
+    argv.append("--synth-only")
     said = io.StringIO()
     with _SYNTH_LOCK, contextlib.redirect_stdout(said):  # one jsii kernel per process: one synthesis at a time
         rc = launch(parse_args(argv))
