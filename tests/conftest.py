@@ -1,0 +1,12 @@
+"""Suite-wide hooks: with ``--dist loadfile`` (``make test``), files that share session fixtures run in one xdist
+worker (:mod:`tests.helpers.xdist_scopes`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers.xdist_scopes import make_scheduler
+
+
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
+    return make_scheduler(config, log) if config.getvalue("dist") == "loadfile" else None
