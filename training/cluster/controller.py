@@ -11,7 +11,8 @@ Each rule cites where Kubernetes documents it (https://kubernetes.io/docs/concep
   looks at the container's exit code (0 never matches; a pod whose container has no exit code, e.g. on a lost
   node, matches no exit-code rule); ``onPodConditions`` at the pod's conditions. Actions: ``FailJob`` (the Job fails
   and its pods are terminated), ``FailIndex`` (the index fails), ``Ignore`` (not counted; replaced), ``Count``; no
-  match = ``Count``.
+  match = ``Count``. A pod that ends once the Job has finished (a failed Job's running pods are terminated: "Job
+  termination and cleanup") is neither matched nor counted: its action here is :data:`JOB_FINISHED`.
 * **Back-off limit per index** ("Backoff limit per index"): counted failures of an index are kept in the pod
   annotation ``batch.kubernetes.io/job-index-failure-count`` and ignored ones in
   ``batch.kubernetes.io/job-index-ignored-failure-count`` (set only when > 0; ``getNewIndexFailureCounts``); an
@@ -38,6 +39,8 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
 IGNORED_FAILURE_COUNT = "batch.kubernetes.io/job-index-ignored-failure-count"
 DISRUPTION_TARGET = "DisruptionTarget"
+#: The action recorded for a pod that ended after the Job had finished: no podFailurePolicy rule applied to it.
+JOB_FINISHED = "None (the Job had finished)"
 #: Kubernetes' defaults (``DefaultJobPodFailureBackOff``, ``MaxJobPodFailureBackOff``).
 BACKOFF_BASE_S = 10.0
 BACKOFF_MAX_S = 360.0
@@ -208,10 +211,11 @@ class JobController:
             s.succeeded = True
             self._maybe_complete(now)
             return pod.action
+        if self.finished:  # terminated because the Job had ended: the controller no longer applies its policy
+            pod.action = JOB_FINISHED
+            return pod.action
         action, rule = match_rule(self.job.rules, self.job.container.name, exit_code, pod.conditions)
         pod.action, pod.rule = action, rule
-        if self.finished:  # pods terminated because the Job already ended
-            return action
         if action == "FailJob":
             self.fail(
                 now,

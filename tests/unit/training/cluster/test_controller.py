@@ -7,6 +7,7 @@ import pytest
 from training.cluster.controller import (
     FAILURE_COUNT,
     IGNORED_FAILURE_COUNT,
+    JOB_FINISHED,
     JobController,
     match_rule,
 )
@@ -131,6 +132,20 @@ def test_fail_job_ends_the_job_at_once():
     assert c.condition["reason"] == "PodFailurePolicy"
     assert "exit code 42 matching FailJob rule at index 0" in c.condition["message"]
     assert c.due(100.0) == []
+
+
+def test_a_pod_terminated_after_the_job_failed_is_neither_matched_nor_counted():
+    """Index 0's pod, terminated because index 1's FailJob ended the Job, exits 143 (no rule matches: it would have
+    been counted) or 42 (a FailJob code): either way no action, no failure, and the Job's reason stays the first."""
+    for code in (143, 42):
+        c = JobController(job())
+        p0, p1 = c.create(0, 0.0, "n"), c.create(1, 0.0, "n")
+        c.terminated(p1, 42, 3.0)
+        assert c.terminated(p0, code, 4.0) == JOB_FINISHED
+        assert (p0.action, p0.rule, c.counted_failures, c.indexes[0].failures) == (JOB_FINISHED, None, 0, 0)
+        assert c.status()["pods"][0]["pod_failure_policy_action"] == JOB_FINISHED
+        assert c.condition["reason"] == "PodFailurePolicy"
+        assert f"for pod {p1.name} failed with exit code 42" in c.condition["message"]
 
 
 def test_backoff_limit_counts_failures_across_indexes():
