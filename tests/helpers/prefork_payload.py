@@ -1,11 +1,12 @@
 """Test-only module run as a worker through :mod:`training.common.prefork` (stdlib only, so a template warms nothing).
 
 ``python -m tests.helpers.prefork_payload ACTION [ARG]``: prints its pid, parent pid, argv, ``PAYLOAD_ENV`` and working
-directory, then ``exit CODE``, ``kill SIGNAL`` (itself), ``term`` (waits for SIGTERM, then exits 143) or
-``sleep PIDFILE``
-(writes its pid to PIDFILE and sleeps) or ``spawn PIDFILE`` (starts a ``sleep`` child, writes the child's pid to
-PIDFILE and exits 0, leaving the child behind) or ``names`` (prints the module of the rendezvous module's
-``get_method_name``; the template warmed ``tests.helpers.rendezvous_stub``) or ``where`` (prints its hostname).
+directory, then ``exit CODE``, ``kill SIGNAL`` (itself), ``term`` (waits for SIGTERM, then exits 143) or ``sleep
+PIDFILE`` (writes its pid to PIDFILE and sleeps) or ``spawn PIDFILE`` (starts a ``sleep`` child, writes the child's
+pid to PIDFILE and exits 0, leaving the child behind) or ``names`` (prints the module of the rendezvous module's
+``get_method_name``; the template warmed ``tests.helpers.rendezvous_stub``) or ``where`` (prints its hostname) or
+``identity`` (NVRx's ft_launcher IPC socket names and the root logger's handlers and level, as a process forked from
+the tests' template has them).
 """
 
 from __future__ import annotations
@@ -33,6 +34,17 @@ if __name__ == "__main__":
         import socket
 
         print(f"payload host={socket.gethostname()}", flush=True)
+        sys.exit(0)
+    if action == "identity":  # what training.common.import_identity renewed after the fork (the tests' template)
+        import logging
+
+        from training.common.import_identity import LAUNCHER_SOCKET
+
+        for module in ("launcher", "_ft_rendezvous"):
+            name = f"nvidia_resiliency_ext.fault_tolerance.{module}"
+            print(f"payload {name} {sys.modules[name].__dict__[LAUNCHER_SOCKET]}", flush=True)
+        root = logging.getLogger()
+        print(f"payload root handlers={len(root.handlers)} level={root.level}", flush=True)
         sys.exit(0)
     if action == "names":  # whose get_method_name the rendezvous module (tests.helpers.rendezvous_stub) has
         from training.common.rendezvous_names import MODULES

@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from training.common import namespaces, rendezvous_names
+from training.common import import_identity, namespaces, rendezvous_names
 
 #: The template's socket, for ``run`` (set by whoever started the template: the pod's supervisor, training.local).
 SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
@@ -226,8 +226,10 @@ def _serve(
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     gc.disable()
-    for name in modules:
-        importlib.import_module(name)
+    if modules:  # an adopted template imports nothing: what its zygote recorded holds
+        with import_identity.recording():
+            for name in modules:
+                importlib.import_module(name)
     rendezvous_names.cheapen(load=True)  # the forked launchers' rendezvous events, without a scan of sys.modules each
     gc.collect()
     gc.freeze()
@@ -379,7 +381,9 @@ def _die_with(pid: int) -> None:
 
 
 def _fresh_process_state() -> None:
-    """What a fresh interpreter would have that a fork shares with its siblings: torch's seeds and thread count."""
+    """What a fresh interpreter would have that a fork shares with its siblings: its own logging set-up and NVRx's
+    per-process names (:mod:`training.common.import_identity`), torch's seeds and thread count."""
+    import_identity.renew()
     torch = sys.modules.get("torch")
     if torch is None:
         return

@@ -25,6 +25,12 @@ def test_repeated_fault_escalates_to_unrecoverable_exit(tmp_path: Path) -> None:
     assert proc.returncode == load_config().ft.unrecoverable_exit_code, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "FAILED" in proc.stderr and "target step 12 not reached" in proc.stderr
     assert "faults.max_repeats=1" in proc.stderr
+    # the exiting rank asked ft_launcher (forked from the tests' template) to stop: it closed the rendezvous instead
+    # of restarting the workers until its restarts ran out (3 more restarts while the request found no socket)
+    log = (tmp_path / "sticky" / "launcher.log").read_text()
+    assert "req=WorkloadControlRequest(action=WorkloadAction.ShutdownWorkload" in log
+    assert "shutdown request failed" not in log
+    assert log.count("will restart worker group") <= 1  # one may start before the request is read
 
 
 def test_k8s_only_fault_exits_with_cause_code_and_pod_restart_recovers(tmp_path: Path) -> None:
