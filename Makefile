@@ -16,7 +16,8 @@ ENV ?= default
 MODE ?= inprocess-ft
 DEMO_DIR ?= runs/demo
 # pytest-xdist workers for `make test`: the integration tests mostly wait on real timeouts and restarts, so two
-# workers on a 2-core machine cut the suite by about a quarter (three were slower: CPU contention).
+# workers on a 2-core machine cut the suite by about a quarter (three were slower: CPU contention). One file per
+# worker at a time, except tests/unit/stacks, whose files share session fixtures: one unit (tests/conftest.py).
 TEST_WORKERS ?= 2
 
 .PHONY: setup synth demo test lint submit check-image lock-image preflight bench clean
