@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +230,13 @@ def test_warm_pods_fork_their_template_and_cold_pods_import_it(all_runs):
         forked = [x.endswith(f" ready at /tmp/training-prefork.sock {FORKED_INTO_POD}") for x in ready]
         assert ready and (not any(forked) if key in COLD else all(forked)), (key, ready)
         assert not any("no template from" in log or "cold start" in log for log in logs), key
+
+
+def test_a_forked_ft_launcher_names_its_own_pod(all_runs):
+    """ft_launcher, forked from a template that imported it outside the pod (a warm pod's), logs as a launcher
+    started in the pod would: its host is the pod's hostname (``<job>-<index>``), by which a worker's logged exit is
+    matched to its events (training.telemetry.exits); it was the test machine's, the template's."""
+    base = all_runs["base"] / "schedule" / "inprocess-ft"
+    for log in sorted((base / "pods").glob("fsdp-train-inprocess-ft-*.log")):
+        hosts = set(re.findall(r"\[ft_launcher\d+@([^\]\s]+)\]", log.read_text()))
+        assert hosts == {log.stem.rsplit("-", 1)[0]}, (log.name, hosts)
