@@ -157,25 +157,6 @@ def _start_shared_template(path: str) -> None:
     if not _SHARED_TEMPLATE:
         atexit.register(lambda: [t.terminate() for t in _SHARED_TEMPLATE if t.poll() is None])
     _SHARED_TEMPLATE[:] = [template]
-    _wait_listening(path, template)
-
-
-def _wait_listening(path: str, template: subprocess.Popen, timeout_s: float = 30.0) -> None:
-    """Until ``path`` accepts connections (the template binds and listens before its imports): a warm pod's template
-    asks the zygote once, at its start, and imports the training code itself if nothing listens there yet."""
-    import socket
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:  # the template reads it as a bad request
-            try:
-                probe.connect(path)
-                return
-            except OSError:
-                if template.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the tests' worker template at {path} is not listening") from None
-        time.sleep(0.02)
 
 
 def cluster_run(

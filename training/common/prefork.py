@@ -28,7 +28,8 @@ The zygote forks a child that joins the requester's namespaces and root (:mod:`t
 the pod's template there, already imported, serving on the requester's listening socket after checking that every
 module it holds is the file this pod's own interpreter would have imported. The requester stands in for it as
 ``run`` does for a worker, and asks again when it is SIGKILLed (the pod's supervisor kills every process but the one
-it started after each launch). A refusal or an unreachable zygote is said on stderr, and the pod imports as usual.
+it started after each launch). A refusal, or no zygote listening within ``CONNECT_WAIT_S``, is said on stderr, and the
+pod imports as usual.
 """
 
 from __future__ import annotations
@@ -416,7 +417,7 @@ def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> in
         request = {"adopt": path, "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}
         request |= {"sys_path": sys.path, "zygote": zygote}
         try:
-            conn.connect(zygote)
+            _connect(conn, zygote)  # a zygote still starting, as a worker's template (it listens before importing)
             _send_json(conn, request, fds=(0, 1, 2, listener.fileno()))
             reply, _ = _recv_json(conn)
         except (OSError, ConnectionError) as err:
