@@ -32,6 +32,7 @@ from typing import Any
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, ProjectConfig, RecoveryMode
 from training.common.files import atomic_write_json
+from training.common.process_start import process_start_ts
 from training.resilience import sigterm, timeout_check
 from training.resilience.exit_codes import (
     ExitCode,
@@ -503,7 +504,10 @@ def _finish(runner: Runner, out: Exit) -> None:
 
 
 def _process_start_ts() -> float:
-    """When this process started (wall clock)."""
+    """When this process started (wall clock): from /proc to the clock tick, else psutil's (up to 1 s early)."""
+    start = process_start_ts()
+    if start is not None:
+        return start
     import psutil
 
     return psutil.Process().create_time()
