@@ -1,10 +1,12 @@
 """Suite-wide hooks: with ``--dist loadfile`` (``make test``), files that share session fixtures run in one xdist
-worker (:mod:`tests.helpers.xdist_scopes`)."""
+worker (:mod:`tests.helpers.xdist_scopes`), and a worker ends without the interpreter's teardown
+(:mod:`tests.helpers.worker_exit`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tests.helpers.worker_exit import pytest_configure  # noqa: F401 (the hook, found by its name here)
 from tests.helpers.xdist_scopes import make_scheduler
 
 
