@@ -15,10 +15,11 @@ export PYTHONDONTWRITEBYTECODE :=
 ENV ?= default
 MODE ?= inprocess-ft
 DEMO_DIR ?= runs/demo
-# pytest-xdist workers for `make test`: the integration tests mostly wait on real timeouts and restarts, so two
-# workers on a 2-core machine cut the suite by about a quarter (three were slower: CPU contention). One file per
-# worker at a time, except tests/unit/stacks, whose files share session fixtures: one unit (tests/conftest.py).
-TEST_WORKERS ?= 2
+# pytest-xdist workers for `make test`: the integration tests wait in short gaps (timeouts, restarts, replacement
+# pods), which a third worker on the 2-core machine fills: 97% busy against 86% with two (docs/benchmarks.md, session
+# 19; sessions 2 and 8 had found three no faster). One file per worker at a time, except tests/unit/stacks, whose
+# files share session fixtures: one unit (tests/conftest.py).
+TEST_WORKERS ?= 3
 
 .PHONY: setup synth demo test lint submit check-image lock-image preflight bench clean
 
