@@ -19,6 +19,8 @@ import kubernetes_validate
 import yaml
 from kubernetes_validate.utils import InvalidSchemaError, SchemaNotFoundError, VersionNotSupportedError
 
+from platform_config.loader import SAFE_LOADER
+
 #: Text that never belongs in a manifest: unresolved tokens and resolver / AWS CLI / SDK failures.
 RESOLVER_ERROR_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
@@ -61,7 +63,7 @@ def validate_manifests(dist: Path, kubernetes_version: str) -> list[str]:
         text = path.read_text()
         errors += _resolver_errors(path, text)
         try:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+            docs = [d for d in yaml.load_all(text, Loader=SAFE_LOADER) if d is not None]
         except yaml.YAMLError as exc:
             errors.append(f"{path.name}: not valid YAML: {exc}")
             continue

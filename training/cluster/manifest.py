@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from platform_config.loader import SAFE_LOADER
+
 #: The extended resource of the NVIDIA device plugin.
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -194,7 +196,7 @@ class Manifests:
         config_maps: dict[str, dict[str, str]] = {}
         services: set[str] = set()
         for path in sorted(directory.glob("*.yaml")):
-            for doc in yaml.safe_load_all(path.read_text()):
+            for doc in yaml.load_all(path.read_text(), Loader=SAFE_LOADER):
                 if not doc:
                     continue
                 kind, name = doc["kind"], doc["metadata"]["name"]
