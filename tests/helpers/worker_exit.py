@@ -1,7 +1,7 @@
 """An xdist worker ends without the interpreter's teardown (``tests/conftest.py`` uses this plugin's hook).
 
 Once a worker's session is over, freeing what its tests loaded (torch, the jsii kernels' objects, every test module)
-took the interpreter 1-2 s of CPU per worker while the controller waited for it (the suite's last seconds). The exit
+kept the controller waiting (two files on one worker: their last test's end to pytest's exit 3.86 -> 1.84 s). The exit
 handlers registered during the session still run (the shared worker template's stop, jsii's kernel stop,
 multiprocessing's), because this one, registered at configure time, runs after them; logging is shut down and the
 standard streams flushed before the process ends with ``os._exit(0)``. The run's result is the controller's, from
