@@ -1,6 +1,7 @@
 """Suite-wide hooks: with ``--dist loadfile`` (``make test``), files that share session fixtures run in one xdist
 worker (:mod:`tests.helpers.xdist_scopes`), and a worker ends without the interpreter's teardown
-(:mod:`tests.helpers.worker_exit`)."""
+(:mod:`tests.helpers.worker_exit`). The platform's session syntheses are fixtures of
+:mod:`tests.helpers.stack_synth`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 from tests.helpers.worker_exit import pytest_configure  # noqa: F401 (the hook, found by its name here)
 from tests.helpers.xdist_scopes import make_scheduler
+
+pytest_plugins = ["tests.helpers.stack_synth"]
 
 
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:

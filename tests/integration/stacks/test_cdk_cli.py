@@ -1,10 +1,11 @@
-"""The real ``cdk`` CLI: offline ``cdk synth --no-lookups`` for both environments, byte-identical, validated."""
+"""The real ``cdk`` CLI: offline ``cdk synth --no-lookups`` for both environments, validated, and the same as the
+session's in-process synthesis (:mod:`tests.helpers.stack_synth`)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scripts.validate_cfn import validate_cdk_out
+from tests.helpers.stack_synth import NOW, Synthesized
 
 REPO = Path(__file__).resolve().parents[3]
 CDK = REPO / "node_modules" / ".bin" / "cdk"
@@ -42,43 +44,60 @@ def synth(out: Path, *context: str) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=240)
 
 
-#: Timing data, not part of the assembly: the CLI asks aws-cdk-lib for it (CDK_PERF_COUNTERS_FILE), and aws-cdk-lib
-#: writes it only when a synthesis is slow (seen at 34 s on a loaded 2-core machine), so it comes and goes.
-PERF_COUNTERS = "performance-counters.json"
+#: Resource metadata the CLI asks aws-cdk-lib for (context ``aws:cdk:enable-path-metadata`` and
+#: ``aws:cdk:enable-asset-metadata``) and an in-process App does not: the construct path and the asset's location.
+CLI_METADATA = ("aws:cdk:path", "aws:asset:")
 
 
-def digest(out: Path) -> dict[str, str]:
+def without_cli_metadata(template: dict) -> dict:
+    """``template`` without :data:`CLI_METADATA` (a resource left with no metadata loses the key)."""
+    for resource in template.get("Resources", {}).values():
+        metadata = {k: v for k, v in resource.get("Metadata", {}).items() if not k.startswith(CLI_METADATA)}
+        resource.pop("Metadata", None)
+        if metadata:
+            resource["Metadata"] = metadata
+    return template
+
+
+def assets(out: Path) -> dict[str, str]:
+    """The digest of every file of the assembly's assets (``asset.*``, files and folders), by path."""
     return {
         str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(out.rglob("*"))
-        if p.is_file() and p.name != PERF_COUNTERS
+        for p in sorted(out.glob("asset.*/**/*")) + sorted(out.glob("asset.*"))
+        if p.is_file()
     }
 
 
-def test_offline_synth_of_both_environments_is_valid_and_repeatable(tmp_path: Path) -> None:
-    """default twice (byte-identical cdk.out), prod (existing VPC, Capacity Block) once; both pass the validators.
+def test_offline_synth_of_both_environments_is_valid_and_equals_the_in_process_synthesis(
+    tmp_path: Path, default_env: Synthesized, prod_env: Synthesized
+) -> None:
+    """default and prod (existing VPC, Capacity Block) through the CLI: both pass the validators, and each is the
+    in-process synthesis of the session (another process, another jsii kernel) byte for byte: every template, apart
+    from the metadata only the CLI asks for, and every asset file.
 
-    prod plans its Capacity Block actions at a fixed ``now`` (before the block), so the run does not follow the clock.
+    prod plans its Capacity Block actions at a fixed ``now`` (before the block, the session's), so the run does not
+    follow the clock.
     """
-    runs = {
-        "default-1": ["env=default"],
-        "default-2": ["env=default"],
-        "prod": ["env=prod", "now=2026-12-01T00:00:00Z"],
-    }
+    runs = {"default": (default_env, ["env=default"]), "prod": (prod_env, ["env=prod", f"now={NOW}"])}
     with ThreadPoolExecutor(max_workers=len(runs)) as pool:  # separate output dirs: independent CLI processes
-        results = dict(zip(runs, pool.map(lambda item: synth(tmp_path / item[0], *item[1]), runs.items()), strict=True))
-    for result in results.values():
-        assert result.returncode == 0, result.stdout + result.stderr
-    for name in ("default-1", "prod"):
-        assert validate_cdk_out(tmp_path / name) == [], name
-        assert sorted(p.name for p in (tmp_path / name).glob("*.template.json")) == [
+        results = dict(
+            zip(runs, pool.map(lambda item: synth(tmp_path / item[0], *item[1][1]), runs.items()), strict=True)
+        )
+    for name, (in_process, _) in runs.items():
+        out = tmp_path / name
+        assert results[name].returncode == 0, results[name].stdout + results[name].stderr
+        assert validate_cdk_out(out) == [], name
+        templates = sorted(p.name for p in out.glob("*.template.json"))
+        assert templates == [
             "fsdp-resilience-cluster.template.json",
             "fsdp-resilience-gpu.template.json",
             "fsdp-resilience-image.template.json",
             "fsdp-resilience-storage.template.json",
         ]
-    assert digest(tmp_path / "default-1") == digest(tmp_path / "default-2")
-    shutil.rmtree(tmp_path / "default-2")
+        for template in templates:
+            cli = without_cli_metadata(json.loads((out / template).read_text()))
+            assert cli == json.loads((in_process.outdir / template).read_text()), f"{name}: {template}"
+        assert assets(out) and assets(out) == assets(in_process.outdir), name
 
 
 def test_bad_config_fails_synth_naming_the_field(tmp_path: Path) -> None:

@@ -1,56 +1,19 @@
-"""Shared fixtures: the App is built with cdk.json's context, and each environment is synthesized once per session."""
+"""Helpers of the ``stacks/`` unit tests: golden files and resource lookups. The session's syntheses (``default_env``,
+``prod_env``, ``any_env``) are fixtures of :mod:`tests.helpers.stack_synth`, shared with the CLI's test."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
-import aws_cdk as cdk
 import pytest
-from aws_cdk.assertions import Template
-
-from platform_config import ProjectConfig, load_config
-from stacks.platform_app import NOW_CONTEXT_KEY, Platform, build_platform, cdk_json_context
 
 GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden"
 #: ``UPDATE_GOLDEN=1 pytest tests/unit/stacks`` rewrites the golden files instead of comparing.
 UPDATE_GOLDEN = os.environ.get("UPDATE_GOLDEN") == "1"
 _HASH = re.compile(r"[0-9a-f]{64}")
-
-
-@dataclass
-class Synthesized:
-    """One synthesized environment."""
-
-    cfg: ProjectConfig
-    platform: Platform
-    assembly: object
-    outdir: Path
-
-    def template(self, stack: cdk.Stack) -> Template:
-        return Template.from_json(self.assembly.get_stack_by_name(stack.stack_name).template)  # type: ignore[attr-defined]
-
-    def template_json(self, stack: cdk.Stack) -> dict:
-        return self.assembly.get_stack_by_name(stack.stack_name).template  # type: ignore[attr-defined]
-
-
-#: The planning time of the test syntheses (before prod's Capacity Block starts), so templates do not follow the clock.
-NOW = "2026-12-01T00:00:00Z"
-
-
-def new_app(outdir: Path, **context: object) -> cdk.App:
-    """An App with cdk.json's context (feature flags) and a fixed ``now``, plus ``context``."""
-    return cdk.App(context={**cdk_json_context(), NOW_CONTEXT_KEY: NOW, **context}, outdir=str(outdir))
-
-
-def synthesize(env: str, outdir: Path) -> Synthesized:
-    cfg = load_config(env=env)
-    app = new_app(outdir, env=env)
-    platform = build_platform(app, cfg)
-    return Synthesized(cfg=cfg, platform=platform, assembly=app.synth(), outdir=outdir)
 
 
 def normalise(template: dict) -> str:
@@ -67,21 +30,6 @@ def check_golden(name: str, text: str) -> None:
         if not UPDATE_GOLDEN:
             pytest.fail(f"golden file {path} did not exist; written now, re-run the tests")
     assert text == path.read_text(), f"{name} differs from the golden file (UPDATE_GOLDEN=1 to accept)"
-
-
-@pytest.fixture(scope="session")
-def default_env(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize("default", tmp_path_factory.mktemp("cdk-default"))
-
-
-@pytest.fixture(scope="session")
-def prod_env(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize("prod", tmp_path_factory.mktemp("cdk-prod"))
-
-
-@pytest.fixture(params=["default", "prod"], scope="session")
-def any_env(request: pytest.FixtureRequest) -> Synthesized:
-    return request.getfixturevalue(f"{request.param}_env")
 
 
 def resources(template: dict, kind: str) -> dict[str, dict]:

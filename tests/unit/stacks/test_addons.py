@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from stacks.addons import FSX_CSI_SERVICE_ACCOUNT
-from tests.unit.stacks.conftest import Synthesized, resources
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import resources
 
 
 def addons_by_name(env: Synthesized) -> dict[str, tuple[str, dict]]:

@@ -8,7 +8,8 @@ import pytest
 
 from platform_config import config_from_dict
 from stacks.capacity_schedule import CapacityPlan, capacity_plan, iso
-from tests.unit.stacks.conftest import Synthesized, resources
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import resources
 
 START = datetime(2027, 1, 4, 11, 30, tzinfo=UTC)
 END = datetime(2027, 1, 18, 11, 30, tzinfo=UTC)

@@ -12,7 +12,8 @@ from aws_cdk.assertions import Template
 from platform_config import config_from_dict
 from platform_config.versions import SUPPORTED_KUBERNETES_MINORS
 from stacks.cluster import ClusterConfigError, EksCluster, EksClusterProps, kubectl_layer
-from tests.unit.stacks.conftest import Synthesized, new_app, only, resources
+from tests.helpers.stack_synth import Synthesized, new_app
+from tests.unit.stacks.conftest import only, resources
 
 
 def cluster_props(env: Synthesized) -> dict:

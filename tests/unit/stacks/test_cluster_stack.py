@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.unit.stacks.conftest import Synthesized, check_golden, normalise
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import check_golden, normalise
 
 
 def env_name(env: Synthesized) -> str:

@@ -10,7 +10,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 
 from stacks.compliance import acknowledge, add_compliance_checks
-from tests.unit.stacks.conftest import Synthesized, new_app
+from tests.helpers.stack_synth import Synthesized, new_app
 
 
 def test_unacknowledged_finding_fails_synth(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stacks.deploy_guard import MESSAGE, PARAMETER_ID, RULE_ID
-from tests.unit.stacks.conftest import Synthesized
+from tests.helpers.stack_synth import Synthesized
 
 
 def test_demo_stacks_refuse_deployment(default_env: Synthesized) -> None:

@@ -6,7 +6,8 @@ import json
 
 from stacks.device_plugins import EFA_CHART, EFA_REPOSITORY, NVIDIA_CHART, NVIDIA_REPOSITORY
 from stacks.gpu_user_data import EFA_PRESENT_LABEL, gpu_node_labels
-from tests.unit.stacks.conftest import Synthesized, resources
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import resources
 
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 

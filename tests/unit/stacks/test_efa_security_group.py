@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.unit.stacks.conftest import Synthesized, resources
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import resources
 
 
 def test_self_ingress_and_egress_all_protocols(default_env: Synthesized) -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from platform_config import ConfigError, config_from_dict, load_config
 from stacks.fsx_storage import persistent_volume, persistent_volume_claim, training_namespace, training_service_account
-from tests.unit.stacks.conftest import Synthesized, only, resources
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import only, resources
 
 
 def fs_props(env: Synthesized) -> dict:

@@ -6,7 +6,8 @@ import pytest
 
 from platform_config import INSTANCE_TYPES, config_from_dict
 from stacks.gpu_node_group import IMDS_HOP_LIMIT, capacity_options, gpu_ami_parameter_name, network_interfaces
-from tests.unit.stacks.conftest import Synthesized, only, resources
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import only, resources
 
 
 def lt_data(env: Synthesized) -> dict:

@@ -16,7 +16,8 @@ from stacks.gpu_user_data import (
     mime_user_data,
     node_config,
 )
-from tests.unit.stacks.conftest import Synthesized, check_golden, only
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import check_golden, only
 
 CONN = ClusterConnection(name="c", endpoint="https://x", certificate_authority="Q0E=", service_cidr="172.20.0.0/16")
 

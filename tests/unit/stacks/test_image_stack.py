@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from stacks.image_stack import image_uri_parameter_name
-from tests.unit.stacks.conftest import Synthesized, check_golden, normalise, only
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import check_golden, normalise, only
 from tests.unit.stacks.test_cluster_stack import env_name
 
 

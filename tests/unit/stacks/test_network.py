@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from stacks.network import secondary_availability_zone
-from tests.unit.stacks.conftest import Synthesized, only, resources
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import only, resources
 
 
 def test_new_vpc_two_azs_private_subnets_nat_flow_logs(default_env: Synthesized) -> None:

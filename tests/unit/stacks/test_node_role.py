@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from stacks.node_role import NODE_ROLE_POLICIES
-from tests.unit.stacks.conftest import Synthesized, resources
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import resources
 
 
 def test_both_node_groups_use_the_node_role(default_env: Synthesized) -> None:

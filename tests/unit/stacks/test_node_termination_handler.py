@@ -13,7 +13,8 @@ from stacks.node_termination_handler import (
     drain_seconds,
     hook_timeout_seconds,
 )
-from tests.unit.stacks.conftest import Synthesized, only, resources
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import only, resources
 
 GROUP = {"Ref": "GpuNodesAutoScalingGroup481E5AE1"}
 

@@ -15,7 +15,8 @@ from platform_config.loader import DEFAULT_CONFIG_PATH
 from platform_config.versions import DEFAULT_KUBERNETES_VERSION, SUPPORTED_KUBERNETES_MINORS
 from scripts.validate_cfn import validate_cdk_out
 from stacks.platform_app import build_platform, cdk_json_context, config_for, environment_name, planning_time
-from tests.unit.stacks.conftest import Synthesized, new_app, only
+from tests.helpers.stack_synth import Synthesized, new_app
+from tests.unit.stacks.conftest import only
 
 
 def test_four_stacks_named_after_the_cluster(any_env: Synthesized) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.unit.stacks.conftest import Synthesized, check_golden, normalise
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import check_golden, normalise
 from tests.unit.stacks.test_cluster_stack import env_name
 
 

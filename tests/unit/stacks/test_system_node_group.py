@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from stacks.system_node_group import MAX_SURGE_NODES
-from tests.unit.stacks.conftest import Synthesized, only
+from tests.helpers.stack_synth import Synthesized
+from tests.unit.stacks.conftest import only
 
 
 def test_al2023_managed_nodegroup(any_env: Synthesized) -> None:

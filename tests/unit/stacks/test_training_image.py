@@ -8,7 +8,7 @@ from pathlib import Path
 
 from platform_config import ProjectConfig, config_from_dict, load_config
 from stacks.training_image import DOCKERFILE, REPO_ROOT, build_args
-from tests.unit.stacks.conftest import Synthesized
+from tests.helpers.stack_synth import Synthesized
 
 TEXT = (REPO_ROOT / DOCKERFILE).read_text()
 

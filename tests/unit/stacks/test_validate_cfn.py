@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from scripts.validate_cfn import IGNORED_CFN_LINT_RULES, validate_cdk_out, validation_report_errors
-from tests.unit.stacks.conftest import Synthesized
+from tests.helpers.stack_synth import Synthesized
 
 
 def test_synthesized_templates_are_clean(any_env: Synthesized) -> None:
