@@ -374,10 +374,11 @@ def exit_policy(err: BaseException | None, runner: Runner, unrecoverable: int) -
     elif isinstance(err, Terminated):
         out = Exit(TERMINATED_EXIT_CODE, "terminated", str(err), primary=False)
     elif is_restart_abort(err) or runner.tracker.abort_cause is not None:
-        # NVRx 0.4.1's Wrapper may raise a teardown error of its own on top of the RestartAbort our initialize raised:
-        # the tracker knows the Wrapper ended because of that abort. Ranks were lost (another pod's failure) or
-        # restarts came too fast: neither fails the Job here. The lost peer's pod is replaced and this one rejoins; a
-        # rate budget hands the fault to the next layer.
+        # NVRx's Wrapper may raise a teardown error of its own on top of the RestartAbort our initialize raised (its
+        # store's host gone, say; the bytes initial rank that broke every node loss's teardown is fixed in
+        # training.resilience.inprocess.fix_initial_ranks): the tracker knows the Wrapper ended because of that
+        # abort. Ranks were lost (another pod's failure) or restarts came too fast: neither fails the Job here. The
+        # lost peer's pod is replaced and this one rejoins; a rate budget hands the fault to the next layer.
         if runner.tracker.abort_cause == "peer_lost":
             cause = "peer_lost"
         else:

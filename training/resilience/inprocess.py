@@ -4,7 +4,9 @@ All NVRx version differences (the GPU image runs 0.7.0, CPU machines 0.4.1) are 
 
 - keyword arguments the installed Wrapper does not know are dropped (:func:`wrapper_kwargs`);
 - 0.7.0 adds GPU/NVLink/NIC health checks whenever ``LOCAL_RANK`` is set, which raise ``NVMLError``
-  without a GPU driver: on machines without CUDA they are removed again (:func:`_strip_gpu_checks`).
+  without a GPU driver: on machines without CUDA they are removed again (:func:`_strip_gpu_checks`);
+- the store's initial ranks come back as bytes in both versions, which poisons the termination barrier
+  (:func:`fix_initial_ranks`).
 
 CPU/gloo pitfalls handled by the caller (``training.train``): torch.distributed must not be
 initialised before the wrapped call (the wrapped function initialises it on every entry); the Wrapper's
@@ -186,6 +188,29 @@ def _strip_gpu_checks(wrapper: Any) -> None:
     wrapper.restart_health_check = Compose(*kept) if kept else None
 
 
+def fix_initial_ranks() -> None:
+    """Make NVRx's ``StoreMixin.get_initial_ranks`` return ints (0.4.1 and 0.7.0 return the store's bytes).
+
+    When a rank's sibling monitor finds another rank unresponsive (its heartbeat older than ``heartbeat_timeout``: a
+    lost node, or a rank starved that long), it enters the termination barrier for that rank's initial rank as read
+    from the store: ``b'1'`` is written to the barrier's key as the text ``"b'1'"``, and every later parse of that key
+    (``int()``) raises ``ValueError``: the survivor's own termination barrier in the Wrapper's teardown, on every
+    node loss of ``inprocess-ft``. The monitor process is forked from the worker after this runs, so it inherits the
+    fix. Idempotent; a no-op where NVRx already returns ints.
+    """
+    from nvidia_resiliency_ext.inprocess import store
+
+    original = store.StoreMixin.get_initial_ranks
+    if getattr(original, "_ints", False):
+        return
+
+    def get_initial_ranks(self: Any, ranks: Any) -> list[int]:
+        return [int(r.decode() if isinstance(r, bytes) else r) for r in original(self, ranks)]
+
+    get_initial_ranks._ints = True  # type: ignore[attr-defined]
+    store.StoreMixin.get_initial_ranks = get_initial_ranks
+
+
 def build_wrapper(
     ip: Any,
     *,
@@ -205,6 +230,7 @@ def build_wrapper(
     import torch
     from nvidia_resiliency_ext import inprocess
 
+    fix_initial_ranks()
     checks: list[Any] = []
     if torch.cuda.is_available():
         checks.append(inprocess.health_check.CudaHealthCheck(timeout=_td(ip.soft_timeout_s)))

@@ -240,3 +240,16 @@ def test_a_forked_ft_launcher_names_its_own_pod(all_runs):
     for log in sorted((base / "pods").glob("fsdp-train-inprocess-ft-*.log")):
         hosts = set(re.findall(r"\[ft_launcher\d+@([^\]\s]+)\]", log.read_text()))
         assert hosts == {log.stem.rsplit("-", 1)[0]}, (log.name, hosts)
+
+
+@pytest.mark.parametrize("mode", ["inprocess-ft", "inprocess"])
+def test_a_lost_node_s_survivor_leaves_nvrx_s_in_process_layer_without_a_store_error(runs, mode):
+    """NVRx's sibling monitor enters the termination barrier for the lost rank; before
+    ``training.resilience.inprocess.fix_initial_ranks`` it wrote that rank as ``"b'1'"`` and every survivor's exit
+    said ``(then, tearing down: ValueError: invalid literal for int() with base 10: "b'1'")`` (recorded, NVRx 0.4.1).
+    inprocess-ft's survivors of the two lost nodes end with the in-process layer's own reason only."""
+    logs = [p.read_text(errors="replace") for p in sorted((runs["base"] / mode / "pods").glob("*.log"))]
+    assert logs and not any("invalid literal for int()" in text for text in logs)
+    if mode == "inprocess-ft":
+        stopped = [x for text in logs for x in text.splitlines() if "(peer_lost): in-process layer stopped" in x]
+        assert len(stopped) == 2 and not any("tearing down" in x for x in stopped), stopped

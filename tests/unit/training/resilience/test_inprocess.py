@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from platform_config import load_config
 from tests.helpers.training_runs import REPO_ROOT, free_port
 from tests.helpers.training_runs import test_env as child_env
-from training.resilience.inprocess import RestartTracker, build_wrapper, store_port, wrapper_kwargs
+from training.resilience.inprocess import (
+    RestartTracker,
+    build_wrapper,
+    fix_initial_ranks,
+    store_port,
+    wrapper_kwargs,
+)
 
 
 def test_wrapper_accepts_config_timeouts() -> None:
@@ -87,3 +95,26 @@ def test_apply_process_env_overrides_launcher_values_and_reports_changes() -> No
     assert "TORCH_CPP_LOG_LEVEL" not in changed  # already right
     assert all(env[k] == v for k, v in INPROCESS_PROCESS_ENV.items())
     assert apply_process_env(env) == {}
+
+
+def test_a_rank_terminated_by_its_sibling_monitor_leaves_the_termination_barrier_readable(tmp_path: Path) -> None:
+    """What NVRx's SiblingMonitor does for an unresponsive rank 1 (a lost node), then the survivor's own termination
+    barrier in the Wrapper's teardown, on NVRx's real store classes: without :func:`fix_initial_ranks` the first
+    writes ``"b'1'"`` into the barrier's key and the second raises ``ValueError`` (recorded: every node loss of
+    ``inprocess-ft`` on the local cluster, both NVRx 0.4.1 and 0.7.0)."""
+    from nvidia_resiliency_ext.inprocess import store
+
+    fix_initial_ranks()
+    fix_initial_ranks()  # idempotent: wrapped once
+    base = store.FileStore(str(tmp_path / "store"), 2)
+    iteration = store.PrefixStore(3, base)
+    iteration.set_initial_rank(1, 1)
+    assert iteration.get_initial_ranks([1]) == [1]
+    no_wait = datetime.timedelta(0)
+    iteration.base_store.termination_barrier(
+        ranks=iteration.get_initial_ranks([1]), rendezvous_count=2, timeout=no_wait
+    )  # SiblingMonitor.terminate_unresponsive_ranks
+    base.termination_barrier(ranks=[0], rendezvous_count=2, timeout=no_wait)  # the survivor's teardown
+    key = f"{store.StoreMixin.BARRIER_PREFIX}:reentrant_barrier:{store.StoreMixin.TERMINATION_BARRIER}"
+    assert base.get(f"{key}:arrived").decode() == "1,0,"  # both ranks arrived, as ints
+    assert base.get(f"{key}:last_worker_arrived") == b"1"
