@@ -33,7 +33,7 @@ def run_each(keys: Iterable[str], run: Callable[[str], T], at_once: int = AT_ONC
 
 def restarts_told(run_dir: Path) -> str:
     """What a failing layer assertion needs (a CI machine keeps nothing): every restart and exit event, and the pods'
-    log lines about restarts, exits and errors."""
+    (or a single-host run's launcher's) log lines about restarts, exits, errors and discarded ranks."""
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     keep = ("restart_begin", "restart_end", "exit", "fault_injected")
     lines = [
@@ -41,8 +41,8 @@ def restarts_told(run_dir: Path) -> str:
         for e in events
         if e["event"] in keep
     ]
-    marks = ("restart", "Restart", "Error", "exit", "Terminated", "timed out", "Timed out")
-    for log in sorted((run_dir / "pods").glob("*.log")):
+    marks = ("restart", "Restart", "Error", "exit", "Terminated", "timed out", "Timed out", "Discarded", "terminated")
+    for log in sorted((run_dir / "pods").glob("*.log")) + sorted(run_dir.glob("launcher.log")):  # a cluster's, a host's
         lines += [
             f"{log.stem}: {x[:300]}" for x in log.read_text(errors="replace").splitlines() if any(m in x for m in marks)
         ]

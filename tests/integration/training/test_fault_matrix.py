@@ -30,6 +30,7 @@ import pytest
 from platform_config.schema import FaultConfig
 from tests.helpers import nvrx_saves
 from tests.helpers.blocked_checkpoint_collective import blocked_restore
+from tests.helpers.cluster_schedule import restarts_told
 from tests.helpers.training_runs import (
     FAST_CONFIG,
     REPO_ROOT,
@@ -121,9 +122,10 @@ def _evaluate_kind(kind: str, run: dict[str, Any]) -> list[dict[str, Any]]:
             if begin and end
             else f"no restart seen (exit {proc.returncode})"
         )
-        cells.append(
-            {**cell, "ok": ok, "layer": begin and begin["layer"], "recovery_s": recovery_s, "outcome": outcome}
-        )
+        cell.update(ok=ok, layer=begin and begin["layer"], recovery_s=recovery_s, outcome=outcome)
+        if not ok:  # what a CI machine that keeps nothing can tell: the restarts, exits and discarded ranks
+            cell["told"] = restarts_told(run_dir)
+        cells.append(cell)
     return cells
 
 
