@@ -18,8 +18,9 @@ DEMO_DIR ?= runs/demo
 # pytest-xdist workers for `make test`: the integration tests mostly wait on real timeouts and restarts, so two
 # workers on the 2-core machine cut the suite by about a quarter. A third fills the rest of the waits (97% busy
 # against 86%, 5-10% faster) but failed one fault-matrix cell in six runs: under that load NVRx's in-process layer
-# declared a faulted rank terminated (docs/benchmarks.md, session 19). One file per worker at a time, except
-# tests/unit/stacks, whose files share session fixtures: one unit (tests/conftest.py).
+# declared a faulted rank terminated (docs/benchmarks.md, sessions 19-20). One file per worker at a time, except
+# tests/unit/stacks and tests/integration/stacks, which share the session's syntheses: one unit
+# (tests/helpers/xdist_scopes.py, tests/helpers/stack_synth.py).
 TEST_WORKERS ?= 2
 
 .PHONY: setup synth demo test lint submit check-image lock-image preflight bench clean

@@ -69,8 +69,7 @@ def table(costs: list[FileCost], top: int) -> str:
     rest = costs[top:]
     if rest:
         cpu, wall, n = sum(c.cpu_s for c in rest), sum(c.wall_s for c in rest), sum(c.tests for c in rest)
-        other = f"the other {len(rest)} files" if len(rest) > 1 else f"the other file ({rest[0].path})"
-        lines.append(f"| {other} | {n} | {cpu:.1f} | {wall:.1f} |")
+        lines.append(f"| the other {len(rest)} files | {n} | {cpu:.1f} | {wall:.1f} |")
     total = sum(c.cpu_s for c in costs), sum(c.wall_s for c in costs), sum(c.tests for c in costs)
     lines.append(f"| all {len(costs)} files | {total[2]} | {total[0]:.1f} | {total[1]:.1f} |")
     return "\n".join(lines)
