@@ -4,7 +4,9 @@ records read back from files, the whole process tree of an agent killed (real pr
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -52,17 +54,20 @@ def test_records_are_read_back_with_their_kind(tmp_path: Path) -> None:
 
 def test_kill_tree_ends_children_that_left_the_process_group() -> None:
     """The launchers start their workers in new sessions: a process group kill would leave them running."""
-    script = "setsid sleep 60 & setsid sleep 60 & wait"
-    proc = subprocess.Popen(["sh", "-c", script])
-    deadline = time.monotonic() + 10
-    while len(descendants(proc.pid)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    tree = descendants(proc.pid)
-    assert len(tree) == 3 and tree[0] == proc.pid
-    kill_tree(proc)
+    parent = "import subprocess, time\n[subprocess.Popen(['sleep', '60'], start_new_session=True) for _ in range(2)]\n"
+    proc = subprocess.Popen([sys.executable, "-c", parent + "time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(descendants(proc.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        tree = descendants(proc.pid)
+        assert len(tree) == 3 and tree[0] == proc.pid
+        assert all(os.getsid(pid) == pid for pid in tree[1:])  # each child leads a session of its own
+    finally:
+        kill_tree(proc)
     assert proc.returncode == -9
     deadline = time.monotonic() + 10
-    while any(Path(f"/proc/{pid}").exists() and _state(pid) != "Z" for pid in tree[1:]):
+    while any(_state(pid) not in ("Z", "gone") for pid in tree[1:]):
         assert time.monotonic() < deadline, "a child of the killed tree is still running"
         time.sleep(0.01)
 
