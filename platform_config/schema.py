@@ -804,7 +804,9 @@ class LocalConfig(_Strict):
 
     #: On CUDA every local timeout is multiplied by this: CUDA/NCCL setup and the NVRx async-checkpoint worker's
     #: first save (a spawned process) block the main thread for seconds (measured 4-6 s on an H200), which the
-    #: CPU timeouts would misread as a hang. Scaling keeps the soft < hard < barrier ordering.
+    #: CPU timeouts would misread as a hang. Scaling keeps the soft < hard < barrier ordering, and the checkpoint
+    #: group's gloo deadline below the hard timeout: the ranks' first saves end seconds apart (their writers opened
+    #: the CUDA IPC handles after 4.35 and 6.69 s on 2 x H200), which the unscaled 3 s turned into a spurious restart.
     cuda_timeout_scale: float = Field(default=2.5, ge=1.0)
 
     @model_validator(mode="after")
@@ -827,6 +829,7 @@ class LocalConfig(_Strict):
                     "heartbeat_timeout_s",
                     "barrier_timeout_s",
                     "completion_timeout_s",
+                    "gloo_timeout_s",
                 )
             }
         )

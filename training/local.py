@@ -188,6 +188,7 @@ def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> in
         progress_every=args.progress_every,
         nvrx_version=args.nvrx_version,
         manifests=args.manifests.resolve() if args.manifests else None,
+        host_gpus=args.host_gpus,
         template=args.template,
     )
     t0 = time.monotonic()
@@ -351,7 +352,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     cluster.add_argument("--synth-only", action="store_true", help="synthesize the manifests, print where, stop")
     cluster.add_argument("--manifests", type=Path, default=None, help="run these (--synth-only's) instead")
     cluster.add_argument("--nvrx-version", default=None, help="the manifests' NVRx (default: the installed one)")
+    cluster.add_argument(
+        "--host-gpus",
+        type=int,
+        default=None,
+        help="with --synth-only: the GPUs of the host that will run the manifests (its local timeouts; default: "
+        "this host's), for a GPU host without Node.js for cdk8s",
+    )
     args = p.parse_args(argv)
+    if args.host_gpus is not None and not (args.synth_only and args.nodes):
+        p.error("--host-gpus is for --nodes N --synth-only: a run uses this host's GPUs")
+    if args.host_gpus is not None and args.host_gpus < 0:
+        p.error("--host-gpus: 0 or more")
     return args
 
 

@@ -67,14 +67,26 @@ def gpu_slice(index: int, gpus_per_pod: int, host_gpus: int) -> str | None:
 
 
 def container_env(
-    job: JobManifest, pod: PodRun, ip: str, hostname: str, image: LocalImage, host_gpus: int = 0
+    job: JobManifest,
+    pod: PodRun,
+    ip: str,
+    hostname: str,
+    image: LocalImage,
+    host_gpus: int = 0,
+    driver_dir: str | None = None,
 ) -> dict[str, str]:
     """The container's environment: image env, ``HOSTNAME``, the pod's GPUs (:func:`gpu_slice`), the manifest's env
-    (in order, ``$(VAR)`` expanded)."""
+    (in order, ``$(VAR)`` expanded).
+
+    A pod with GPUs also gets the host's NVIDIA driver libraries (``driver_dir``, after the image's
+    ``LD_LIBRARY_PATH``), as the NVIDIA container toolkit gives a GPU container: the pod's environment starts empty,
+    and a host whose driver is found through its own library path would otherwise leave the workers without CUDA."""
     env = {**image.container_env(), "HOSTNAME": hostname}
     visible = gpu_slice(pod.index, job.container.gpus, host_gpus)
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
+        if driver_dir:
+            env["LD_LIBRARY_PATH"] = ":".join(filter(None, [env.get("LD_LIBRARY_PATH"), driver_dir]))
     declared: dict[str, str] = {"JOB_COMPLETION_INDEX": str(pod.index)} if job.indexed else {}
     for var in job.container.env:
         if var.field_path is not None:
@@ -83,6 +95,16 @@ def container_env(
             value = _VAR_REF.sub(lambda m: declared.get(m.group(1), m.group(0)), var.value or "")
         declared[var.name] = value
     return {**env, **declared}
+
+
+def driver_mounts(job: JobManifest, host_gpus: int, driver_dir: str | None) -> list[Mount]:
+    """The host's NVIDIA driver libraries, read-only at the same path, for a container that asks for GPUs on a host
+    that has them (what the NVIDIA container toolkit mounts into a GPU container). The pod's root is an overlay of
+    the host's root file system, which holds no other mount: a driver directory mounted into the host (a GPU
+    container's ``/usr/local/nvidia``) is not there otherwise."""
+    if not driver_dir or host_gpus == 0 or job.container.gpus == 0:
+        return []
+    return [Mount(driver_dir, "bind", Path(driver_dir), read_only=True)]
 
 
 def volume_mounts(job: JobManifest, storage: Storage, image: LocalImage) -> list[Mount]:

@@ -33,10 +33,10 @@ from training.cluster.image import REPO, LocalImage
 from training.cluster.manifest import JobManifest, ManifestError, Manifests
 from training.cluster.network import POD_CIDR, ClusterNetwork, DnsRecords, PodRecord
 from training.cluster.node_faults import NodeFault, split_schedule
-from training.cluster.pods import Storage, container_env, volume_mounts
+from training.cluster.pods import Storage, container_env, driver_mounts, volume_mounts
 from training.cluster.sandbox import PodSandbox, PodSpec
 from training.common.files import atomic_write_json
-from training.common.gpus import cuda_device_count
+from training.common.gpus import cuda_device_count, driver_library_dir
 from training.common.prefork import ZYGOTE_ENV
 from training.resilience.restarts import record_node_fault
 from training.telemetry.events import EventLog
@@ -69,6 +69,9 @@ class ClusterOptions:
     #: Manifests synthesized earlier (``--synth-only``) to run instead of synthesizing: for a host without cdk8s
     #: (jsii needs Node). Refused unless they were synthesized from this run's config.
     manifests: Path | None = None
+    #: The CUDA devices of the host the manifests are for (its local timeouts: ``local.cuda_timeout_scale``); None =
+    #: this host's. For ``--synth-only`` on a machine with Node for a GPU host without it.
+    host_gpus: int | None = None
     #: A worker template the caller keeps (``training.local --template``): each pod's template is forked from it into
     #: the pod (:mod:`training.common.prefork`'s warm pods) instead of importing the training code. For the test
     #: suite: a replacement pod is then ready seconds sooner than a real one, so recovery times are not the cluster's.
@@ -78,12 +81,13 @@ class ClusterOptions:
 
 
 def local_cluster_config(cfg: ProjectConfig, opts: ClusterOptions, in_pod_faults: str) -> ProjectConfig:
-    """The config the local Job runs with: ``nodes`` GPU nodes, the local (short) timeouts and rendezvous, the in-pod
-    faults, a 1 MB generated corpus, the installed NVRx's version (its ft_launcher flags), plus ``opts.overrides``
-    (a nested dict, validated)."""
+    """The config the local Job runs with: ``nodes`` GPU nodes, the local (short) timeouts and rendezvous (scaled on a
+    host with GPUs: ``opts.host_gpus``, else this one's), the in-pod faults, a 1 MB generated corpus, the installed
+    NVRx's version (its ft_launcher flags), plus ``opts.overrides`` (a nested dict, validated)."""
     from training.resilience.inprocess import nvrx_version
 
-    inprocess, ft = cfg.local.timeouts(cuda=cuda_device_count() > 0)
+    gpus = cuda_device_count() if opts.host_gpus is None else opts.host_gpus
+    inprocess, ft = cfg.local.timeouts(cuda=gpus > 0)
     data = cfg.model_dump(mode="json")
     update = {
         "gpu_nodes": {"node_count": opts.nodes, "min_nodes": 0, "max_nodes": max(opts.nodes, cfg.gpu_nodes.max_nodes)},
@@ -185,6 +189,7 @@ class LocalCluster:
         self.nodes = nodes  # node numbers, shared by the Jobs of one run (each pod on a node of its own)
         self.status_file = JOB_STATUS_FILE if job.indexed else f"{job.name}.job.json"
         self.host_gpus = cuda_device_count()
+        self.driver_dir = driver_library_dir() if self.host_gpus else None
         self.zygote_env = {ZYGOTE_ENV: ZYGOTE_IN_POD} if opts.template is not None else {}
 
     # -- pods ---------------------------------------------------------------------------------------------------
@@ -199,9 +204,11 @@ class LocalCluster:
             ip=ip,
             prefix_len=POD_CIDR.prefixlen,
             argv=self.job.container.argv,
-            env=container_env(self.job, pod, ip, hostname, self.image, self.host_gpus) | self.zygote_env,
+            env=container_env(self.job, pod, ip, hostname, self.image, self.host_gpus, self.driver_dir)
+            | self.zygote_env,
             workdir=self.job.container.working_dir or self.image.workdir,
-            mounts=volume_mounts(self.job, self.storage, self.image),
+            mounts=volume_mounts(self.job, self.storage, self.image)
+            + driver_mounts(self.job, self.host_gpus, self.driver_dir),
             dns_dir=self.dns.directory,
         )
         if self.job.subdomain is not None:

@@ -9,6 +9,7 @@ that fails to initialise, means no devices, as ``torch.cuda.is_available()`` say
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 
 CUDA_SUCCESS = 0
 
@@ -25,3 +26,22 @@ def cuda_device_count() -> int:
     if lib.cuDeviceGetCount(ctypes.byref(count)) != CUDA_SUCCESS:
         return 0
     return count.value
+
+
+def driver_library_dir() -> str | None:
+    """The directory of the NVIDIA driver's ``libcuda.so.1`` as this process loads it (None without one): what the
+    NVIDIA container toolkit makes visible to a GPU container, and what a local pod's own library path lacks."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    return loaded_library_dir("libcuda.so", Path("/proc/self/maps").read_text())
+
+
+def loaded_library_dir(prefix: str, maps: str) -> str | None:
+    """The directory of the first mapped file whose name starts with ``prefix`` in ``maps`` (``/proc/PID/maps``)."""
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and Path(fields[5]).name.startswith(prefix):
+            return str(Path(fields[5]).parent)
+    return None

@@ -255,3 +255,14 @@ def test_image_pins_what_the_gpu_runs_proved() -> None:
     assert image.base_image == "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04"
     digest = "nvcr.io/nvidia/cuda@sha256:" + "0" * 64
     assert config_from_dict({"image": {"base_image": digest}}).image.base_image == digest
+
+
+def test_local_cuda_timeouts_scale_the_checkpoint_group_s_gloo_deadline_too() -> None:
+    """On CUDA the local timeouts are 2.5 x the CPU ones (soft 4 -> 10 s, hard 8 -> 20 s), the checkpoint group's gloo
+    deadline included (3 -> 7.5 s): 2 x H200 ran one rank's first save 2.3 s behind its peer's, which waited in that
+    group's collective and timed out at the unscaled 3 s (GPU session 21, call 4)."""
+    local = ProjectConfig().local
+    ip, _ = local.timeouts(cuda=True)
+    assert (ip.soft_timeout_s, ip.hard_timeout_s, ip.gloo_timeout_s) == (10.0, 20.0, 7.5)
+    assert ip.gloo_timeout_s < ip.hard_timeout_s  # NVRx cannot abort gloo: its deadline stays below the hard timeout
+    assert local.timeouts(cuda=False)[0].gloo_timeout_s == 3.0

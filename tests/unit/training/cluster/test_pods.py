@@ -10,7 +10,8 @@ import pytest
 from training.cluster.controller import PodRun
 from training.cluster.image import LocalImage
 from training.cluster.manifest import Container, EnvVar, JobManifest, ManifestError, Volume, VolumeMount
-from training.cluster.pods import Storage, container_env, field_value, gpu_slice, volume_mounts
+from training.cluster.pods import Storage, container_env, driver_mounts, field_value, gpu_slice, volume_mounts
+from training.cluster.sandbox import Mount
 
 IMAGE = LocalImage("/workspace", {"PYTHONPATH": "/workspace"})
 
@@ -60,6 +61,25 @@ def test_each_pod_index_gets_its_own_gpus_on_a_gpu_host():
     env = container_env(job(gpus=1), POD, "10.0.0.9", "train-1", IMAGE, host_gpus=2)
     assert env["CUDA_VISIBLE_DEVICES"] == "1"
     assert "CUDA_VISIBLE_DEVICES" not in container_env(job(gpus=1), POD, "10.0.0.9", "train-1", IMAGE)
+
+
+def test_a_gpu_pod_gets_the_host_driver_libraries_after_the_image_s_library_path():
+    """As the NVIDIA container toolkit does: without them a host whose driver lives off the default library path
+    ran its "GPU" pods on the CPU (GPU session 21, call 2: `no CUDA` in every pod, NVML not found)."""
+    image = LocalImage("/workspace", {"LD_LIBRARY_PATH": "/opt/amazon/efa/lib"})
+    args = (job(gpus=1), POD, "10.0.0.9", "train-1")
+    env = container_env(*args, image, host_gpus=2, driver_dir="/usr/local/nvidia/lib64")
+    assert env["LD_LIBRARY_PATH"] == "/opt/amazon/efa/lib:/usr/local/nvidia/lib64"
+    assert container_env(*args, IMAGE, host_gpus=2, driver_dir="/drv")["LD_LIBRARY_PATH"] == "/drv"
+    # no GPUs for the pod: the image's path as it is
+    assert container_env(*args, image, driver_dir="/drv")["LD_LIBRARY_PATH"] == "/opt/amazon/efa/lib"
+    assert "LD_LIBRARY_PATH" not in container_env(job(gpus=0), POD, "10.0.0.9", "train-1", IMAGE, 2, "/drv")
+    # ... and the directory itself: the pod's root (an overlay of the host's root file system) lacks other mounts
+    assert driver_mounts(job(gpus=1), 2, "/usr/local/nvidia/lib64") == [
+        Mount("/usr/local/nvidia/lib64", "bind", Path("/usr/local/nvidia/lib64"), read_only=True)
+    ]
+    assert driver_mounts(job(gpus=0), 2, "/drv") == driver_mounts(job(gpus=1), 0, "/drv") == []
+    assert driver_mounts(job(gpus=1), 2, None) == []
 
 
 def test_container_env_order_and_expansion(monkeypatch):

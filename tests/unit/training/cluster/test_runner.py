@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from platform_config import RecoveryMode, load_config
 from tests.helpers.training_runs import python_stdout
+from training.cluster.runner import ClusterOptions, local_cluster_config
+from training.local import parse_args
 
 #: Runs :func:`training.cluster.runner.prepare_manifests` with cdk8s, jsii and constructs unimportable (a host
 #: without Node, such as the GPU image) and prints the Job names, or the refusal.
@@ -55,3 +60,23 @@ def test_synthesized_manifests_run_without_cdk8s_only_for_their_own_config(tmp_p
         )
         assert refused.startswith(f"refused: --manifests {manifests} were synthesized from another config")
         assert "they hold fsdp-train-config-" in refused
+
+
+def test_manifests_for_a_gpu_host_carry_its_scaled_local_timeouts(tmp_path: Path) -> None:
+    """``--host-gpus N`` (with ``--synth-only``): the config of a host with GPUs whatever this one has, so manifests
+    synthesized here (Node.js for cdk8s) run on a GPU host without it. The local timeouts there are the CPU ones
+    x ``local.cuda_timeout_scale`` (2.5): soft 4 -> 10 s, heartbeat 6 -> 15 s, the checkpoint group's gloo 3 -> 7.5 s.
+    """
+    cfg = load_config(None, None)
+
+    def inprocess(gpus: int) -> tuple[float, float, float]:
+        opts = ClusterOptions(tmp_path, nodes=2, nproc=1, steps=40, mode=RecoveryMode("inprocess-ft"), host_gpus=gpus)
+        ip = local_cluster_config(cfg, opts, "").inprocess
+        return ip.soft_timeout_s, ip.heartbeat_timeout_s, ip.gloo_timeout_s
+
+    assert inprocess(2) == (10.0, 15.0, 7.5)
+    assert inprocess(0) == (4.0, 6.0, 3.0)
+    for argv in (["--run-dir", "r", "--host-gpus", "2"], ["--run-dir", "r", "--nodes", "2", "--host-gpus", "2"]):
+        with pytest.raises(SystemExit):  # a run uses this host's GPUs: only a synthesis may name another host's
+            parse_args(argv)
+    assert parse_args(["--run-dir", "r", "--nodes", "2", "--synth-only", "--host-gpus", "2"]).host_gpus == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from training.common.gpus import cuda_device_count
+from training.common.gpus import cuda_device_count, driver_library_dir, loaded_library_dir
 
 
 def test_the_probe_counts_what_torch_counts() -> None:
@@ -25,3 +25,24 @@ def test_no_driver_library_means_no_devices() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
+
+
+#: Lines of a /proc/PID/maps: anonymous and bracketed mappings have no path, a path may hold spaces.
+MAPS = """\
+7f0a1c000000-7f0a1c021000 rw-p 00000000 00:00 0
+7f0a1d200000-7f0a1d400000 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f0a1e000000-7f0a1f000000 r-xp 00000000 08:01 5678 /opt/my drivers/lib64/libcuda.so.560.35.03
+7f0a1f000000-7f0a1f100000 r--p 00100000 08:01 5678 /opt/my drivers/lib64/libcuda.so.560.35.03
+7ffd5a1c0000-7ffd5a1e1000 rw-p 00000000 00:00 0                          [stack]
+"""
+
+
+def test_the_driver_directory_is_read_from_the_mapped_library() -> None:
+    assert loaded_library_dir("libcuda.so", MAPS) == "/opt/my drivers/lib64"
+    assert loaded_library_dir("libnvidia-ml.so", MAPS) is None
+
+
+def test_no_driver_directory_without_a_driver() -> None:
+    import torch
+
+    assert (driver_library_dir() is None) == (not torch.cuda.is_available())
