@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 13's cross-pod run on 2 x H200 (NVRx 0.7.0, NCCL), session 21 calls 2, 3, 4 and 7 (`bash cross-pod.sh`);
-# outputs in call{2,4,7}-*. Calls 2-4 ran it as it was before a fix each found (calls 2-3 without the `devices` line):
+# Issue 13's cross-pod run on 2 x H200 (NVRx 0.7.0, NCCL), session 21 calls 2, 3, 4, 7 and 9 (`bash cross-pod.sh`);
+# outputs in call{2,4,7,9}-*. Calls 2-4 ran it as it was before a fix each found (calls 2-3 without the `devices` line):
 # - call 2: both Jobs complete with one state, but on the CPU: every pod said `no CUDA` (this host's driver libraries
 #   are in /usr/local/nvidia/lib64, a mount of its own, found through an LD_LIBRARY_PATH a pod's fresh environment
 #   lacks). Call 3 gave GPU pods the path: still the CPU (a pod's root, an overlay of the host's root file system,
@@ -8,7 +8,7 @@
 # - call 4: on the GPUs, the fault-free state reached, but both Jobs had an in-process restart nobody injected: one
 #   rank's first save handed its tensors to the writer 2.3 s after its peer's, which timed out in the checkpoint
 #   group's gloo collective at the local 3 s, not scaled on CUDA like the other local timeouts. Now it is (7.5 s).
-# - call 7: no restart but the injected ones (the table in docs/benchmarks.md, GPU session 21).
+# - calls 7 and 9: no restart but the injected ones (the table in docs/benchmarks.md, GPU session 21).
 # The training Job's manifests as two local pods of one GPU each (training.local --nodes 2 --nproc 1: pods as network namespaces, pod i sees GPU i),
 # the default mode, a node lost at index 1, an exception, the node of index 0 lost; then the same Job fault-free.
 # This host has no iproute2 and no Node.js: `ip` (and its libraries) comes from the CPU machine in .whl/iproute, and
