@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -31,6 +30,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from benchmarks.common import fmt
 from training.common.prefork import LAUNCHER_MODULES
@@ -97,28 +98,14 @@ def read_records(out: Path) -> list[dict[str, Any]]:
     ]
 
 
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it, from ``/proc`` (the launchers start their workers in new sessions, so a
-    process group does not hold them)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError):
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo += children.get(p, [])
-    return found
-
-
 def kill_tree(proc: subprocess.Popen[Any]) -> None:
-    """SIGKILL ``proc`` and everything under it, as a lost node ends them."""
-    for pid in descendants(proc.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    """SIGKILL ``proc`` and every process below it, as a lost node ends them (the launchers start their workers in
+    new sessions, so a process group does not hold them)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        parent = psutil.Process(proc.pid)
+        for p in [parent, *parent.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
     proc.wait()
 
 
