@@ -3,9 +3,7 @@
 # the production NVRx wait for a lost node's keep-alive to expire before it forms the next round with a replacement?
 # NVRx 0.4.1 does (14.5 s after the loss whether the replacement came after 1 s or 5 s, on the CPU machine).
 #   python -m benchmarks.rendezvous_rejoin --replace-after-s 1,5,10 --out /tmp/rejoin
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
+source docs/gpu-smoke/session21/env.sh || exit  # the wheels, `ip`, NVLink multicast off
 export CUDA_VISIBLE_DEVICES=  # CPU workers (gloo), as on the CPU machines
 python3 -c "import torch, importlib.metadata as m; print('torch', torch.__version__, 'nvrx', m.version('nvidia-resiliency-ext'))" \
   | tee $OUT/versions.txt

@@ -10,9 +10,7 @@
 # `--synth-only --host-gpus 1` does since this session):
 #   FAKE_CUDA=1 python synth_cuda.py --run-dir R --fresh --nodes 1 --nproc 1 --steps 140 --node-replace-s 5 \
 #     --faults F --mode inprocess-ft --nvrx-version 0.7.0 --synth-only   (-> .whl/manifests/{faulted1,clean1})
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
-export PYTHONPATH=/tmp/site:$PWD PATH=$PWD/.whl/iproute/bin:/tmp/site/bin:$PATH
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
+source docs/gpu-smoke/session21/env.sh || exit  # the wheels, `ip`, NVLink multicast off
 { python3 -c "import torch, importlib.metadata as m; print('torch', torch.__version__, 'nvrx', m.version('nvidia-resiliency-ext'), 'gpus', torch.cuda.device_count())"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; python3 -c "from training.common.gpus import driver_library_dir; print('driver dir', driver_library_dir())"
   findmnt -T /usr/local/nvidia/lib64 | tail -1; } 2>&1 | tee $OUT/host.txt

@@ -2,9 +2,7 @@
 # GPU call 6 of session 21 (1 x H200): call 5's faulted one-pod Job again, keeping its events and pod logs. Call 5's
 # report gave the node loss at step 73 a rollback of 72 steps (a restart from step 0) where the same Job on the CPU
 # machine restores step 50 (rollback 23): which checkpoints had committed, and what did the replacement pod restore?
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
-export PYTHONPATH=/tmp/site:$PWD PATH=$PWD/.whl/iproute/bin:/tmp/site/bin:$PATH
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
+source docs/gpu-smoke/session21/env.sh || exit  # the wheels, `ip`, NVLink multicast off
 timeout -k 5 200 python3 -m training.local --run-dir /tmp/c21-f1 --fresh --nodes 1 --nproc 1 --steps 140 \
   --node-replace-s 5 --faults "exception@40:0,node-loss@70:0" --mode inprocess-ft --nvrx-version 0.7.0 \
   --manifests .whl/manifests/faulted1 > $OUT/f1.stdout.txt 2>&1

@@ -17,9 +17,7 @@
 #     --faults F --mode inprocess-ft --nvrx-version 0.7.0 --synth-only --host-gpus 2   (-> .whl/manifests/{faulted,clean})
 # (made for each call by a script that set the runner's GPU count to 2; `--host-gpus 2`, added after call 7, writes
 # the same files as that script did for call 7: diff -r found no difference)
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
-export PYTHONPATH=/tmp/site:$PWD PATH=$PWD/.whl/iproute/bin:/tmp/site/bin:$PATH
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
+source docs/gpu-smoke/session21/env.sh || exit  # the wheels, `ip`, NVLink multicast off
 { python3 -c "import torch, importlib.metadata as m; print('torch', torch.__version__, 'nvrx', m.version('nvidia-resiliency-ext'), 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count())"
   ip -V; id -u; for t in unshare nsenter mount chroot; do command -v $t || echo "missing $t"; done
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; python3 -c "from training.common.gpus import driver_library_dir; print('driver dir', driver_library_dir())"; } 2>&1 | tee $OUT/host.txt

@@ -4,9 +4,7 @@
 # and ft-launcher. Each must end with the fault-free state of cross-pod.sh's call 7 (6aa4b052b5d60dad...: the modes
 # compute the same steps). Manifests: python -m training.local --run-dir R --fresh --nodes 2 --nproc 1 --steps 140
 #   --node-replace-s 5 --faults F --mode M --nvrx-version 0.7.0 --synth-only --host-gpus 2   (-> .whl/manifests/M)
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
-export PYTHONPATH=/tmp/site:$PWD PATH=$PWD/.whl/iproute/bin:/tmp/site/bin:$PATH
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
+source docs/gpu-smoke/session21/env.sh || exit  # the wheels, `ip`, NVLink multicast off
 for mode in k8s-only ft-launcher; do
   timeout -k 5 210 python3 -m training.local --run-dir /tmp/m-$mode --fresh --nodes 2 --nproc 1 --steps 140 \
     --node-replace-s 5 --faults "node-loss@40:1,exception@70:1,node-loss@100:0" --mode $mode --nvrx-version 0.7.0 \
