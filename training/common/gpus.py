@@ -35,12 +35,13 @@ def driver_library_dir() -> str | None:
         ctypes.CDLL("libcuda.so.1")
     except OSError:
         return None
-    return loaded_library_dir("libcuda.so")
+    return loaded_library_dir("libcuda.so", Path("/proc/self/maps").read_text())
 
 
-def loaded_library_dir(prefix: str) -> str | None:
-    """The directory of the first file mapped into this process whose name starts with ``prefix``."""
-    import psutil
-
-    path = next((m.path for m in psutil.Process().memory_maps() if Path(m.path).name.startswith(prefix)), None)
-    return None if path is None else str(Path(path).parent)
+def loaded_library_dir(prefix: str, maps: str) -> str | None:
+    """The directory of the first mapped file whose name starts with ``prefix`` in ``maps`` (``/proc/PID/maps``)."""
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and Path(fields[5]).name.startswith(prefix):
+            return str(Path(fields[5]).parent)
+    return None

@@ -28,23 +28,36 @@ def test_no_driver_library_means_no_devices() -> None:
     assert out.stdout.strip() == "0"
 
 
-def test_the_directory_of_a_loaded_library_is_where_the_loader_mapped_it_from(tmp_path: Path) -> None:
-    """A shared object (a copy of the interpreter's ``_json`` extension) loaded from a directory of ours, a space in
-    its name, is found there; a name not loaded is not."""
-    import _json
-    import ctypes
-    import shutil
+#: Lines of a /proc/PID/maps: anonymous and bracketed mappings have no path, a path may hold spaces.
+MAPS = """\
+7f0a1c000000-7f0a1c021000 rw-p 00000000 00:00 0
+7f0a1d200000-7f0a1d400000 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f0a1e000000-7f0a1f000000 r-xp 00000000 08:01 5678 /opt/my drivers/lib64/libcuda.so.560.35.03
+7f0a1f000000-7f0a1f100000 r--p 00100000 08:01 5678 /opt/my drivers/lib64/libcuda.so.560.35.03
+7ffd5a1c0000-7ffd5a1e1000 rw-p 00000000 00:00 0                          [stack]
+"""
 
-    lib_dir = tmp_path / "my drivers"
-    lib_dir.mkdir()
-    copy = lib_dir / "libjsoncopy.so.1"
-    shutil.copy(_json.__file__, copy)
-    ctypes.CDLL(str(copy))
-    assert loaded_library_dir("libjsoncopy.so") == str(lib_dir)
-    assert loaded_library_dir("libnot-loaded-here.so") is None
+
+def test_the_driver_directory_is_read_from_the_mapped_library() -> None:
+    assert loaded_library_dir("libcuda.so", MAPS) == "/opt/my drivers/lib64"
+    assert loaded_library_dir("libnvidia-ml.so", MAPS) is None
 
 
 def test_no_driver_directory_without_a_driver() -> None:
     import torch
 
     assert (driver_library_dir() is None) == (not torch.cuda.is_available())
+
+
+def test_a_library_loaded_from_a_directory_of_ours_is_found_there(tmp_path: Path) -> None:
+    """This process's own maps: a shared object (a copy of the interpreter's ``_json`` extension) loaded from a
+    directory with a space in its name."""
+    import _json
+    import ctypes
+    import shutil
+
+    lib_dir = tmp_path / "my drivers"
+    lib_dir.mkdir()
+    shutil.copy(_json.__file__, lib_dir / "libjsoncopy.so.1")
+    ctypes.CDLL(str(lib_dir / "libjsoncopy.so.1"))
+    assert loaded_library_dir("libjsoncopy.so", Path("/proc/self/maps").read_text()) == str(lib_dir)
