@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
-from platform_config import ProjectConfig, load_config
+from platform_config import ConfigError, ProjectConfig, load_config
 from platform_config.loader import ENV_VAR
 from stacks.cluster_stack import ClusterStack
 from stacks.compliance import add_compliance_checks
@@ -29,6 +30,13 @@ CONFIG_CONTEXT_KEY = "config"
 #: Optional cdk context key with the moment Capacity Block actions are planned from (``-c now=2027-01-01T00:00:00Z``;
 #: default: the synthesis time). The tests fix it so that the templates do not depend on the clock.
 NOW_CONTEXT_KEY = "now"
+#: Context every App of this project is built with: no stack traces in the assembly's metadata, so that ``cdk.out`` is
+#: byte-identical across runs. In the code, not in cdk.json: the CLI warns about any ``aws:`` key it finds there
+#: ("A reserved context key ... should be removed"), on every command.
+APP_CONTEXT: dict[str, Any] = {
+    "aws:cdk:disable-stack-trace": True,
+    "aws:cdk:disable-creation-stack-traces": True,
+}
 
 
 @dataclass
@@ -48,6 +56,11 @@ class Platform:
 def cdk_json_context(path: Path = CDK_JSON) -> dict[str, Any]:
     """The ``context`` block of cdk.json (feature flags): what ``cdk synth`` gives the App."""
     return dict(json.loads(path.read_text()).get("context", {}))
+
+
+def new_app(**props: Any) -> cdk.App:
+    """An App with :data:`APP_CONTEXT` under the context it is given (``props["context"]``) and what the CLI passes."""
+    return cdk.App(**{**props, "context": {**APP_CONTEXT, **props.get("context", {})}})
 
 
 def environment_name(app: cdk.App) -> str:
@@ -116,7 +129,12 @@ def config_for(app: cdk.App) -> ProjectConfig:
 
 
 def main() -> None:
-    """Entry point of ``cdk.json``'s ``app``: load the environment's config, build, synth."""
-    app = cdk.App()
-    build_platform(app, config_for(app))
+    """Entry point of ``cdk.json``'s ``app``: load the environment's config, build, synth. A configuration error
+    ends the synthesis with its message (every bad field named), not a traceback."""
+    app = new_app()
+    try:
+        cfg = config_for(app)
+    except ConfigError as err:
+        sys.exit(f"error: {err}")
+    build_platform(app, cfg)
     app.synth()

@@ -41,12 +41,12 @@ class Synthesized:
 
 
 def new_app(outdir: Path, **context: object) -> cdk.App:
-    """An App with cdk.json's context (feature flags) and a fixed ``now``, plus ``context``."""
-    import aws_cdk as cdk
-
+    """An App as the CLI builds it (cdk.json's context, the feature flags; the project's own,
+    :data:`~stacks.platform_app.APP_CONTEXT`) with a fixed ``now``, plus ``context``."""
     from stacks.platform_app import NOW_CONTEXT_KEY, cdk_json_context
+    from stacks.platform_app import new_app as project_app
 
-    return cdk.App(context={**cdk_json_context(), NOW_CONTEXT_KEY: NOW, **context}, outdir=str(outdir))
+    return project_app(context={**cdk_json_context(), NOW_CONTEXT_KEY: NOW, **context}, outdir=str(outdir))
 
 
 def synthesize(env: str, outdir: Path) -> Synthesized:

@@ -15,6 +15,7 @@ from platform_config.loader import DEFAULT_CONFIG_PATH
 from platform_config.versions import DEFAULT_KUBERNETES_VERSION, SUPPORTED_KUBERNETES_MINORS
 from scripts.validate_cfn import validate_cdk_out
 from stacks.platform_app import build_platform, cdk_json_context, config_for, environment_name, planning_time
+from stacks.platform_app import new_app as project_app
 from tests.helpers.stack_synth import Synthesized, new_app
 from tests.unit.stacks.conftest import only
 
@@ -47,10 +48,19 @@ def test_prod_is_bound_to_its_account(prod_env: Synthesized) -> None:
     assert prod_env.platform.cluster.account == prod_env.cfg.aws.account
 
 
-def test_cdk_json_context_carries_feature_flags() -> None:
+def test_cdk_json_context_carries_feature_flags_and_no_reserved_key() -> None:
     ctx = cdk_json_context()
     assert ctx["@aws-cdk/aws-eks:useNativeOidcProvider"] is True
-    assert ctx["aws:cdk:disable-creation-stack-traces"] is True  # keeps cdk.out byte-identical across runs
+    # the CLI warns on every command about an ``aws:`` key in cdk.json; the App is given them (APP_CONTEXT)
+    assert not [key for key in ctx if key.startswith("aws:")]
+
+
+def test_the_project_s_app_records_no_stack_trace_and_keeps_what_it_is_given(tmp_path: Path) -> None:
+    """Stack traces in the assembly's metadata would make ``cdk.out`` differ between runs of the same code."""
+    app = project_app(context={"env": "prod"}, outdir=str(tmp_path))
+    assert app.node.try_get_context("aws:cdk:disable-stack-trace") is True
+    assert app.node.try_get_context("aws:cdk:disable-creation-stack-traces") is True
+    assert app.node.try_get_context("env") == "prod"
 
 
 def test_environment_selection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
