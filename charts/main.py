@@ -25,7 +25,7 @@ from charts.image import training_image
 from charts.topology import Topology
 from charts.training_config_map import TrainingConfigMap
 from charts.training_job import TrainingJob
-from platform_config import ProjectConfig, RecoveryMode, load_config
+from platform_config import ProjectConfig, RecoveryMode, exits_on_config_error, load_config
 
 OUTPUT_EXTENSION = ".k8s.yaml"
 CONFIG_CHART = "training-config"
@@ -66,6 +66,7 @@ def build_app(
     return app
 
 
+@exits_on_config_error
 def main() -> None:
     build_app(load_config()).synth()
 

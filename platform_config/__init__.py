@@ -1,7 +1,7 @@
 """The project's single typed configuration, read by the CDK app, the cdk8s app and training."""
 
 from platform_config.instance_types import INSTANCE_TYPES, InstanceType, NetworkInterfaceSpec, instance_type
-from platform_config.loader import ConfigError, config_from_dict, load_config, resolved_json
+from platform_config.loader import ConfigError, config_from_dict, exits_on_config_error, load_config, resolved_json
 from platform_config.schema import MODE_LAYERS, ModeLayers, ProjectConfig, RecoveryMode
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "ProjectConfig",
     "RecoveryMode",
     "config_from_dict",
+    "exits_on_config_error",
     "instance_type",
     "load_config",
     "resolved_json",

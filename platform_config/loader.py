@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import yaml
 from pydantic import ValidationError
@@ -23,6 +25,23 @@ SAFE_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 class ConfigError(ValueError):
     """A configuration file that does not validate; the message names every bad field."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def exits_on_config_error(main: F) -> F:
+    """A command's ``main`` that ends with ``error: <the message>`` on stderr and exit status 1 when the configuration
+    does not validate: the message names every bad field, and a traceback would only hide it."""
+
+    @functools.wraps(main)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return main(*args, **kwargs)
+        except ConfigError as err:
+            raise SystemExit(f"error: {err}") from None
+
+    return cast(F, wrapped)
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from platform_config import ProjectConfig, load_config
+from platform_config import ProjectConfig, exits_on_config_error, load_config
 from scripts.image_lock import (
     LOCK_FILE,
     REQUIREMENTS,
@@ -109,6 +109,7 @@ def run(cfg: ProjectConfig, lock: Path, dest: Path, index_url: str | None = None
     return 0
 
 
+@exits_on_config_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="default", help="project.yaml environment whose image.* to check")

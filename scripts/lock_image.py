@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from platform_config import ProjectConfig, load_config
+from platform_config import ProjectConfig, exits_on_config_error, load_config
 from scripts.image_lock import LOCK_FILE, LockedPackage, direct_requirements, pip_target_args, render_lock
 
 HEADER = """\
@@ -59,6 +59,7 @@ def locked_from_report(report: dict) -> list[LockedPackage]:
     return out
 
 
+@exits_on_config_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="default", help="project.yaml environment whose image.* to lock")

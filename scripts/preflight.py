@@ -46,7 +46,7 @@ from charts.pod_security import (
     SECCOMP_PROFILE,
     TRAINING_CAPABILITIES,
 )
-from platform_config import ProjectConfig, load_config
+from platform_config import ProjectConfig, exits_on_config_error, load_config
 from platform_config.schema import CapacityType
 from stacks.device_plugins import EFA_CHART, NVIDIA_CHART
 from stacks.gpu_user_data import gpu_node_tolerations
@@ -452,6 +452,7 @@ def cluster_checks(cfg: ProjectConfig, image: str | None) -> list[Result]:
     return results
 
 
+@exits_on_config_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default=os.environ.get("PROJECT_ENV") or "default")

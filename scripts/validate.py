@@ -13,11 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from platform_config import load_config
+from platform_config import exits_on_config_error, load_config
 from scripts.validate_cfn import validate_cdk_out
 from scripts.validate_k8s import validate_manifests
 
 
+@exits_on_config_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cdk-out", type=Path, default=Path("cdk.out"))

@@ -19,7 +19,7 @@ import kubernetes_validate
 import yaml
 from kubernetes_validate.utils import InvalidSchemaError, SchemaNotFoundError, VersionNotSupportedError
 
-from platform_config.loader import SAFE_LOADER
+from platform_config.loader import SAFE_LOADER, exits_on_config_error
 
 #: Text that never belongs in a manifest: unresolved tokens and resolver / AWS CLI / SDK failures.
 RESOLVER_ERROR_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
@@ -86,6 +86,7 @@ def validate_manifests(dist: Path, kubernetes_version: str) -> list[str]:
     return errors
 
 
+@exits_on_config_error
 def main(argv: list[str] | None = None) -> int:
     from platform_config import load_config
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
-from platform_config import ConfigError, ProjectConfig, load_config
+from platform_config import ProjectConfig, exits_on_config_error, load_config
 from platform_config.loader import ENV_VAR
 from stacks.cluster_stack import ClusterStack
 from stacks.compliance import add_compliance_checks
@@ -128,13 +127,9 @@ def config_for(app: cdk.App) -> ProjectConfig:
     return load_config(app.node.try_get_context(CONFIG_CONTEXT_KEY), env=environment_name(app))
 
 
+@exits_on_config_error
 def main() -> None:
-    """Entry point of ``cdk.json``'s ``app``: load the environment's config, build, synth. A configuration error
-    ends the synthesis with its message (every bad field named), not a traceback."""
+    """Entry point of ``cdk.json``'s ``app``: load the environment's config, build, synth."""
     app = new_app()
-    try:
-        cfg = config_for(app)
-    except ConfigError as err:
-        sys.exit(f"error: {err}")
-    build_platform(app, cfg)
+    build_platform(app, config_for(app))
     app.synth()

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from platform_config import load_config
+from platform_config import exits_on_config_error, load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
 from training.common.gpus import cuda_device_count
 from training.common.prefork import LAUNCHER_MODULES, SOCKET_ENV
@@ -367,6 +367,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+@exits_on_config_error
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM (an outer timeout, a benchmark stopping its run) unwinds like Ctrl-C: the local cluster's ``finally``
     # kills its pods, and a local launcher is killed by ``subprocess.run`` on the way out.

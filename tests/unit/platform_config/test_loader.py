@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from platform_config import ConfigError, load_config, resolved_json
+from platform_config import ConfigError, exits_on_config_error, load_config, resolved_json
 from platform_config.loader import DEFAULT_CONFIG_PATH, deep_merge
 
 
@@ -85,3 +85,26 @@ def test_cross_field_errors_name_their_fields_without_a_root_marker(tmp_path: Pa
     assert lines[0] == f"invalid configuration ({path}, environment 'default'):"
     assert lines[1].startswith("  - cluster.admin_principal_arn is required with environment_kind 'deploy'")
     assert "<root>" not in str(err.value)
+
+
+def test_a_command_ends_a_config_error_with_its_message_and_status_1(tmp_path: Path) -> None:
+    """``exits_on_config_error``: what ``python -m training.local`` (and every command that loads the config) prints
+    for a bad file, in a real process: the message naming the field, no traceback; other errors are not swallowed."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "project.yaml"
+    bad.write_text(DEFAULT_CONFIG_PATH.read_text().replace('kubernetes_version: "1.36"', 'kubernetes_version: "1.27"'))
+    cmd = [sys.executable, "-m", "training.local", "--run-dir", str(tmp_path / "run"), "--config", str(bad)]
+    proc = subprocess.run(cmd, cwd=DEFAULT_CONFIG_PATH.parent, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"error: invalid configuration ({bad}, environment 'default'):\n")
+    assert "  - cluster.kubernetes_version: must be one of 1.32 .. 1.36" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "run").exists()
+
+    @exits_on_config_error
+    def other() -> None:
+        raise ValueError("not a configuration error")
+
+    with pytest.raises(ValueError, match="not a configuration error"):
+        other()
