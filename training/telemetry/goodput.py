@@ -413,18 +413,22 @@ def _checkpoints(events: list[dict[str, Any]], a: RunAnalysis) -> None:
 
 
 def _restarts(events: list[dict[str, Any]], a: RunAnalysis) -> None:
-    """Merge the ranks' restart_begin events of one restart: same layer and generation, no step in between."""
-    last: dict[tuple[Any, ...], tuple[RestartEpisode, int]] = {}
+    """Merge the ranks' restart_begin events of one restart: same layer, no step in between, each rank once. Not by
+    the generation counters: ranks in different pods count apart (a replaced pod's launcher and attempt start anew),
+    so one in-process restart of two pods carried two generations. A rank that reports again begins another."""
+    current: dict[str, tuple[RestartEpisode, int, set[Any]]] = {}  # layer -> (episode, steps seen, its ranks)
     steps_seen = 0
     for e in events:
         if e["event"] == "step":
             steps_seen += 1
         elif e["event"] == "restart_begin":
             layer = str(e.get("layer") or UNKNOWN_LAYER)
-            key = (layer, *generation(e))
+            rank = e.get("rank")
             detected = e.get("detected_ts") if _is_number(e.get("detected_ts")) else None
-            if key in last and last[key][1] == steps_seen:
-                prev = last[key][0]  # another rank reporting the same restart
+            same = current.get(layer)
+            if same is not None and same[1] == steps_seen and rank not in same[2]:
+                prev, _, ranks = same  # another rank reporting the same restart
+                ranks.add(rank)
                 if detected is not None:
                     prev.detected_ts = detected if prev.detected_ts is None else min(prev.detected_ts, detected)
                 continue
@@ -432,10 +436,10 @@ def _restarts(events: list[dict[str, Any]], a: RunAnalysis) -> None:
                 ts=e["ts"],
                 layer=layer,
                 cause=str(e.get("cause") or "unknown"),
-                rank=e.get("rank"),
+                rank=rank,
                 detected_ts=detected,
             )
-            last[key] = (ep, steps_seen)
+            current[layer] = (ep, steps_seen, {rank})
             a.restarts.append(ep)
         elif e["event"] == "restart_end":
             for ep in reversed(a.restarts):

@@ -330,3 +330,44 @@ def test_percentile_linear_interpolation() -> None:
     assert percentile([7.0], 95) == 7.0
     assert percentile([], 50) is None
     assert summary_stats([1.0, 3.0]) == {"p50": 2.0, "p95": pytest.approx(2.9), "max": 3.0, "n": 2}
+
+
+# --------------------------------------------------------------------------- restarts across pods
+def _restart(ts: float, rank: int, layer: str, cause: str, pod: int, *, restart: int, attempt: int, it: int) -> dict:
+    counters = {"restart": restart, "attempt": attempt, "relaunch": 0, "iteration": it}
+    where = {"host": f"train-{pod}", "pid": 100 * pod + rank}
+    return {"ts": ts, "rank": rank, "layer": layer, "event": "restart_begin", "cause": cause, **where, **counters}
+
+
+def test_one_restart_of_ranks_in_two_pods_is_one_whatever_each_pod_s_counters_say() -> None:
+    """``make demo``'s cluster run (2 pods x 2 workers; restart_begin events as it logged them): pod 1 is lost and
+    replaced (its ranks 2-3 restart in the job layer, attempt 1), pod 0's ranks 0-1 restart under ft_launcher (its
+    restart 1); later one exception restarts all four ranks in-process, pod 0 at (restart 1, attempt 0) and pod 1 at
+    (restart 0, attempt 1). Three restarts, not four: the in-process one was counted once per pod."""
+    events = [
+        _restart(26.28, 0, "ft_launcher", "node-loss", 0, restart=1, attempt=0, it=0),
+        _restart(26.29, 3, "job", "node-loss", 1, restart=0, attempt=1, it=0),
+        _restart(26.29, 2, "job", "node-loss", 1, restart=0, attempt=1, it=0),
+        _restart(26.29, 1, "ft_launcher", "node-loss", 0, restart=1, attempt=0, it=0),
+        {"ts": 30.0, "rank": 0, "layer": "ft_launcher", "event": "step", "step": 21, "step_s": 0.1},
+        *[
+            _restart(36.18 + 0.01 * r, r, "inprocess", "exception", r // 2, restart=1 - r // 2, attempt=r // 2, it=1)
+            for r in (0, 1, 3, 2)
+        ],
+    ]
+    assert analyze(events).restart_causes() == {
+        "total": 3,
+        "by_cause": {"exception": 1, "node-loss": 2},
+        "by_layer": {"ft_launcher": 1, "inprocess": 1, "job": 1},
+        "by_layer_and_cause": {"ft_launcher/node-loss": 1, "inprocess/exception": 1, "job/node-loss": 1},
+    }
+
+
+def test_a_rank_that_restarts_again_before_any_step_begins_another_restart() -> None:
+    """A fault during the restore: both ranks restart in-process twice (iterations 1 and 2) with no step between."""
+    events = [
+        _restart(t, r, "inprocess", "exception", 0, restart=0, attempt=0, it=it)
+        for it, t in ((1, 10.0), (2, 12.0))
+        for r in (0, 1)
+    ]
+    assert analyze(events).restart_causes()["by_layer_and_cause"] == {"inprocess/exception": 2}
