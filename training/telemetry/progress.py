@@ -47,7 +47,8 @@ def describe(e: dict[str, Any], every: int, target: int) -> str | None:
     if ev == "step" and (e["step"] % every == 0 or e["step"] == target):
         return f"step {e['step']:>5}/{target}  loss {e['loss']:.4f}"
     if ev == "fault_injected":
-        where = f"{e.get('phase', 'step')} of step {e['step']}"
+        phase = e.get("phase") or "step"
+        where = f"step {e['step']}" if phase == "step" else f"{phase} of step {e['step']}"
         who = f"pod {e['pod']}" if e.get("pod") is not None else f"rank {e['fault_rank']}"
         return f"FAULT  {e['kind']} injected on {who} at {where}"
     if ev == "restart_begin" and e["rank"] == 0:
