@@ -55,6 +55,8 @@ def describe(e: dict[str, Any], every: int, target: int) -> str | None:
         return f"RESTART begin: layer {e['layer']}, cause {e['cause']}"
     if ev == "restart_end" and e["rank"] == 0:
         return f"RESTART end:   layer {e['layer']}, resumed from step {e.get('resumed_step')}"
+    if ev == "restore" and e.get("tier") == "none":
+        return f"nothing to restore ({e.get('reason') or 'no checkpoint'}): training starts at step 0"
     if ev == "restore" and e.get("from_step") is not None:
         return f"restored checkpoint of step {e['from_step']} ({e.get('tier')})"
     if ev == "ckpt_quarantined":

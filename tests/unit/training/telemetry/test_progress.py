@@ -37,6 +37,14 @@ def test_restarts_by_rank_0_and_failed_exits_only() -> None:
     assert describe({**gone, "code": 0, "reason": "done"}, 20, 80) is None
 
 
+def test_a_restore_line_names_the_tier_and_a_fresh_start_says_so() -> None:
+    """A fresh start printed ``restored checkpoint of step 0 (none)``: nothing had been restored."""
+    restore = {"event": "restore", "from_step": 35, "tier": "memory"}
+    assert describe(restore, 20, 80) == "restored checkpoint of step 35 (memory)"
+    fresh = {"event": "restore", "from_step": 0, "tier": "none", "reason": "no committed checkpoint"}
+    assert describe(fresh, 20, 80) == "nothing to restore (no committed checkpoint): training starts at step 0"
+
+
 def test_the_tail_returns_each_event_once_and_waits_for_a_torn_last_line(tmp_path: Path) -> None:
     tail = EventTail(tmp_path)
     assert tail.poll() == []  # no file yet
