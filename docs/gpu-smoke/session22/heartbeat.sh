@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# PREPARED, NOT RUN: no 2-GPU machine was lent in session 22 (`status` listed only nvidia-h200 all session).
+# Session 22, on 2 x H200 (`bash docs/gpu-smoke/session22/heartbeat.sh`): session 21's cross-pod run (inprocess-ft,
+# 2 pods x 1 GPU, NVRx 0.7.0, NCCL, node-loss@40:1,exception@70:1,node-loss@100:0, --node-replace-s 5) with the local
+# in-process heartbeat timeout at 6 s on CUDA instead of 15 s (heartbeat-6s.yaml), then the same Job fault-free.
+# Session 21's calls 7 and 9 (15 s): lost node at index 1 recovered in 21.62 / 20.45 s (detection 16.15 s).
+# Manifests synthesized on the CPU machine (this host has no Node.js), as session 21's were:
+#   python -m training.local --run-dir R --fresh --nodes 2 --nproc 1 --steps 140 --node-replace-s 5 --faults F \
+#     --mode inprocess-ft --nvrx-version 0.7.0 --synth-only --host-gpus 2 \
+#     --config docs/gpu-smoke/session22/heartbeat-6s.yaml                     (-> .whl/manifests/hb-{faulted,clean})
+source docs/gpu-smoke/session21/env.sh || exit  # the wheels, `ip`, NVLink multicast off
+python3 -c "import torch; print('gpus', torch.cuda.device_count())" | tee $OUT/host.txt
+faults="node-loss@40:1,exception@70:1,node-loss@100:0"
+for run in faulted clean; do
+  f=$faults; [ $run = clean ] && f=""
+  timeout -k 5 240 python3 -m training.local --run-dir /tmp/c22-$run --fresh --nodes 2 --nproc 1 --steps 140 \
+    --node-replace-s 5 --faults "$f" --mode inprocess-ft --nvrx-version 0.7.0 --manifests .whl/manifests/hb-$run \
+    --config docs/gpu-smoke/session22/heartbeat-6s.yaml > $OUT/$run.stdout.txt 2>&1
+  echo "$run rc=$?"; grep -E "^== (OK|FAILED|Job)" $OUT/$run.stdout.txt | cut -c1-300
+  for f in job.json summary.json; do [ -f /tmp/c22-$run/$f ] && cp /tmp/c22-$run/$f $OUT/$run.$f; done
+done
+python3 -m training.telemetry.report /tmp/c22-faulted > $OUT/faulted.report.txt 2>&1
+grep -A6 "^Faults" $OUT/faulted.report.txt | cut -c1-150
+tar czf $OUT/faulted-pods.tgz -C /tmp/c22-faulted pods events.jsonl 2>/dev/null; ls -la $OUT
