@@ -1,13 +1,17 @@
 """Rejoin after a lost node: how long ft_launcher's rendezvous takes to form the next round when one of two agents
 is killed with its workers and a replacement agent starts some seconds later.
 
-``python -m benchmarks.rendezvous_rejoin [--replace-after-s 1,5] [--out runs/bench-rejoin]``
+``python -m benchmarks.rendezvous_rejoin [--replace-after-s 1,5] [--hold-s 0] [--out runs/bench-rejoin]``
 
 Two ft_launcher agents on this machine, one worker each (gloo on CPU: a loop of all-reduces, no training), c10d
 rendezvous on 127.0.0.1 with node 0's agent hosting the store (``is_host``), as pod 0 hosts it in the training Job.
 Once both workers run, node 1's agent and every process under it get SIGKILL (a lost node: nothing is told) and a
 replacement agent starts ``--replace-after-s`` later (a spare node's pod). Printed per delay: the seconds from the
 loss to the survivor's worker exit, to the replacement's start and to the next round's two workers running.
+``--hold-s H``: the survivor's worker, once its all-reduce fails, stays alive H s before it exits, as an NCCL worker
+stays held in its collective (gloo fails at once): does the replacement's arrival restart a worker that still looks
+healthy, or does the next round wait for it to end? (NVRx 0.4.1 restarts it, 0.7.0 waits: docs/benchmarks.md, GPU
+session 22.)
 
 What it isolates: the launcher's rule for a dead participant. NVRx 0.4.1's ``FtRendezvousHandler`` keeps a node
 in the complete round until its keep-alive is 3 x 5 s old (hard-coded), so the next round waits for that whatever
@@ -57,6 +61,7 @@ try:
         dist.all_reduce(t)
         time.sleep(0.05)
 except Exception as exc:
+    time.sleep(float(os.environ.get("REJOIN_HOLD_S", "0")))  # held as in an NCCL collective (--hold-s)
     with open(os.path.join(out, f"exit-{os.getpid()}.json"), "w") as f:
         json.dump({**record, "t": time.time(), "error": type(exc).__name__}, f)
     sys.exit(1)
@@ -112,8 +117,8 @@ def kill_tree(proc: subprocess.Popen[Any]) -> None:
 class Agents:
     """ft_launcher agents of one two-node job on this machine."""
 
-    def __init__(self, out: Path, port: int) -> None:
-        self.module, self.out, self.port = LAUNCHER_MODULES["ft_launcher"], out, port
+    def __init__(self, out: Path, port: int, hold_s: float = 0.0) -> None:
+        self.module, self.out, self.port, self.hold_s = LAUNCHER_MODULES["ft_launcher"], out, port, hold_s
         (out / "worker.py").write_text(WORKER)
         self.procs: dict[str, subprocess.Popen[Any]] = {}
 
@@ -126,6 +131,7 @@ class Agents:
         log = (self.out / f"agent-{agent}.log").open("w")
         # NVRx 0.7.0 closes a rendezvous with two launchers on one host unless told it is a simulation (0.4.1: unread).
         env = {**os.environ, "REJOIN_AGENT": agent, "NVRX_ENABLE_MULTI_LAUNCHERS_PER_NODE": "1"}
+        env["REJOIN_HOLD_S"] = f"{self.hold_s:g}"
         self.procs[agent] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
     def wait_for(self, what: str, ready: Any, timeout_s: float, lost: str | None = None) -> None:
@@ -144,10 +150,11 @@ class Agents:
                 kill_tree(proc)
 
 
-def measure(out: Path, *, delay: float, port: int, timeout_s: float = 120.0) -> Rejoin:
-    """One job: both agents up, node 1 lost, a replacement ``delay`` s later; the :class:`Rejoin`."""
+def measure(out: Path, *, delay: float, port: int, hold_s: float = 0.0, timeout_s: float = 120.0) -> Rejoin:
+    """One job: both agents up, node 1 lost, a replacement ``delay`` s later (the survivor's worker held ``hold_s``
+    after its failed all-reduce); the :class:`Rejoin`."""
     out.mkdir(parents=True, exist_ok=False)
-    agents = Agents(out, port)
+    agents = Agents(out, port, hold_s)
     try:
         agents.start(SURVIVOR, 0)
         agents.start(LOST, 1)
@@ -181,19 +188,23 @@ def nvrx_version() -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--replace-after-s", default="1,5", help="replacement delays, comma-separated seconds")
+    p.add_argument("--hold-s", type=float, default=0.0, help="the survivor's worker stays this long after its failure")
     p.add_argument("--port", type=int, default=29640, help="the rendezvous port on 127.0.0.1")
     p.add_argument("--out", type=Path, default=Path("runs/bench-rejoin"))
     args = p.parse_args(argv)
     delays = [float(x) for x in args.replace_after_s.split(",") if x]
     if not delays or min(delays) < 0:
         p.error("--replace-after-s: one or more delays >= 0")
+    if args.hold_s < 0:
+        p.error("--hold-s: seconds >= 0")
     if args.out.exists() and any(args.out.iterdir()):
         p.error(f"--out {args.out} is not empty")
     rows = []
     for i, delay in enumerate(delays):
         print(f"[rejoin] node 1 lost, replacement after {delay:g} s ...", flush=True)
-        rows.append(measure(args.out / f"delay-{delay:g}", delay=delay, port=args.port + i))
-    print(f"\nft_launcher, NVRx {nvrx_version()}, node 1 of 2 lost (CPU workers, gloo, both agents on this host)")
+        rows.append(measure(args.out / f"delay-{delay:g}", delay=delay, port=args.port + i, hold_s=args.hold_s))
+    held = f", the survivor's worker held {args.hold_s:g} s after its failure" if args.hold_s else ""
+    print(f"\nft_launcher, NVRx {nvrx_version()}, node 1 of 2 lost (CPU workers, gloo, both agents on this host{held})")
     print("| replaced after s | survivor's worker exit s | replacement start s | next round s | after replacement s |")
     print("|---|---|---|---|---|")
     for r in rows:

@@ -88,6 +88,13 @@ def test_bad_delays_are_refused(argv: list[str], capsys: pytest.CaptureFixture[s
     assert "--replace-after-s" in capsys.readouterr().err
 
 
+def test_a_negative_hold_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--hold-s", "-1"])
+    assert exc.value.code == 2
+    assert "--hold-s: seconds >= 0" in capsys.readouterr().err
+
+
 def test_a_used_output_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "delay-1").mkdir()
     with pytest.raises(SystemExit):
