@@ -415,12 +415,15 @@ def _checkpoints(events: list[dict[str, Any]], a: RunAnalysis) -> None:
 def _restarts(events: list[dict[str, Any]], a: RunAnalysis) -> None:
     """Merge the ranks' restart_begin events of one restart: same layer, no step in between, each rank once. Not by
     the generation counters: ranks in different pods count apart (a replaced pod's launcher and attempt start anew),
-    so one in-process restart of two pods carried two generations. A rank that reports again begins another."""
+    so one in-process restart of two pods carried two generations. A rank that reports again, or any rank after a
+    fault injected since, begins another."""
     current: dict[str, tuple[RestartEpisode, int, set[Any]]] = {}  # layer -> (episode, steps seen, its ranks)
     steps_seen = 0
     for e in events:
         if e["event"] == "step":
             steps_seen += 1
+        elif e["event"] == "fault_injected":
+            current.clear()  # what restarts after it answers this fault
         elif e["event"] == "restart_begin":
             layer = str(e.get("layer") or UNKNOWN_LAYER)
             rank = e.get("rank")

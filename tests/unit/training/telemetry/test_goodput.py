@@ -371,3 +371,16 @@ def test_a_rank_that_restarts_again_before_any_step_begins_another_restart() -> 
         for r in (0, 1)
     ]
     assert analyze(events).restart_causes()["by_layer_and_cause"] == {"inprocess/exception": 2}
+
+
+def test_a_fault_injected_between_two_pods_restarts_separates_them() -> None:
+    """Pod 1 lost and its ranks restarted by the job layer; pod 0 lost before any step, its ranks restarted too: two
+    restarts, one per lost node, though no step came between them."""
+    lost = {"event": "fault_injected", "kind": "node-loss", "rank": -1, "layer": "job"}
+    events = [
+        {**lost, "ts": 10.0, "pod": 1},
+        *[_restart(12.0, r, "job", "node-loss", 1, restart=0, attempt=1, it=0) for r in (2, 3)],
+        {**lost, "ts": 12.5, "pod": 0},
+        *[_restart(14.0, r, "job", "node-loss", 0, restart=0, attempt=1, it=0) for r in (0, 1)],
+    ]
+    assert analyze(events).restart_causes()["by_layer_and_cause"] == {"job/node-loss": 2}
