@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from platform_config import ConfigError, ProjectConfig, exits_on_config_error, load_config
+from platform_config import ConfigError, ProjectConfig, load_config
 from training.telemetry.exits import read_worker_exits
 from training.telemetry.goodput import RunAnalysis, analyze, load_events
 from training.telemetry.interval_advisor import advise_for_run
@@ -167,7 +167,6 @@ def _load_cfg(run_dir: Path, path: str | None, env: str | None) -> tuple[Project
         return None, f"configuration not loaded ({exc}); advice uses the run's measurements only"
 
 
-@exits_on_config_error
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m training.telemetry.report", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path, help="the run directory holding events.jsonl")
