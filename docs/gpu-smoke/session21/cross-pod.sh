@@ -17,22 +17,25 @@
 #     --faults F --mode inprocess-ft --nvrx-version 0.7.0 --synth-only --host-gpus 2   (-> .whl/manifests/{faulted,clean})
 # (made for each call by a script that set the runner's GPU count to 2; `--host-gpus 2`, added after call 7, writes
 # the same files as that script did for call 7: diff -r found no difference)
+# Reused with other manifests (session 22's heartbeat.sh): CROSS_POD_TAG names the run directories (/tmp/<tag>-<run>),
+# CROSS_POD_MANIFESTS prefixes the manifest directories, CROSS_POD_ARGS adds arguments; unset, the run above.
 source docs/gpu-smoke/session21/env.sh || exit  # the wheels, `ip`, NVLink multicast off
+tag=${CROSS_POD_TAG:-c21}
 { python3 -c "import torch, importlib.metadata as m; print('torch', torch.__version__, 'nvrx', m.version('nvidia-resiliency-ext'), 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count())"
   ip -V; id -u; for t in unshare nsenter mount chroot; do command -v $t || echo "missing $t"; done
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; python3 -c "from training.common.gpus import driver_library_dir; print('driver dir', driver_library_dir())"; } 2>&1 | tee $OUT/host.txt
 faults="node-loss@40:1,exception@70:1,node-loss@100:0"
 for run in faulted clean; do
   f=$faults; [ $run = clean ] && f=""
-  timeout -k 5 240 python3 -m training.local --run-dir /tmp/c21-$run --fresh --nodes 2 --nproc 1 --steps 140 \
-    --node-replace-s 5 --faults "$f" --mode inprocess-ft --nvrx-version 0.7.0 --manifests .whl/manifests/$run \
-    > $OUT/$run.stdout.txt 2>&1
+  timeout -k 5 240 python3 -m training.local --run-dir /tmp/$tag-$run --fresh --nodes 2 --nproc 1 --steps 140 \
+    --node-replace-s 5 --faults "$f" --mode inprocess-ft --nvrx-version 0.7.0 \
+    --manifests .whl/manifests/${CROSS_POD_MANIFESTS:-}$run ${CROSS_POD_ARGS:-} > $OUT/$run.stdout.txt 2>&1
   echo "$run rc=$?"; grep -E "^== (OK|FAILED|Job)" $OUT/$run.stdout.txt | cut -c1-300
-  [ -f /tmp/c21-$run/job.json ] && cp /tmp/c21-$run/job.json $OUT/$run.job.json
-  [ -f /tmp/c21-$run/summary.json ] && cp /tmp/c21-$run/summary.json $OUT/$run.summary.json
-  python3 -c "import json,sys; ev=[json.loads(l) for l in open('/tmp/c21-$run/events.jsonl')]; print('$run devices', sorted({(e.get('device'), e.get('world_size')) for e in ev if e['event']=='start'}))"
+  [ -f /tmp/$tag-$run/job.json ] && cp /tmp/$tag-$run/job.json $OUT/$run.job.json
+  [ -f /tmp/$tag-$run/summary.json ] && cp /tmp/$tag-$run/summary.json $OUT/$run.summary.json
+  python3 -c "import json,sys; ev=[json.loads(l) for l in open('/tmp/$tag-$run/events.jsonl')]; print('$run devices', sorted({(e.get('device'), e.get('world_size')) for e in ev if e['event']=='start'}))"
 done
-python3 -m training.telemetry.report /tmp/c21-faulted > $OUT/faulted.report.txt 2>&1
+python3 -m training.telemetry.report /tmp/$tag-faulted > $OUT/faulted.report.txt 2>&1
 grep -A6 "^Faults" $OUT/faulted.report.txt | cut -c1-150
-grep -h "NCCL\|nccl\|exiting with code\|Timed out\|timeout" /tmp/c21-faulted/pods/*.log | cut -c1-220 | sort | uniq -c | sort -rn | head -30 > $OUT/faulted.pod-lines.txt
-tar czf $OUT/faulted-pods.tgz -C /tmp/c21-faulted pods events.jsonl 2>/dev/null; ls -la $OUT
+grep -h "NCCL\|nccl\|exiting with code\|Timed out\|timeout" /tmp/$tag-faulted/pods/*.log | cut -c1-220 | sort | uniq -c | sort -rn | head -30 > $OUT/faulted.pod-lines.txt
+tar czf $OUT/faulted-pods.tgz -C /tmp/$tag-faulted pods events.jsonl 2>/dev/null; ls -la $OUT

@@ -8,17 +8,5 @@
 #   python -m training.local --run-dir R --fresh --nodes 2 --nproc 1 --steps 140 --node-replace-s 5 --faults F \
 #     --mode inprocess-ft --nvrx-version 0.7.0 --synth-only --host-gpus 2 \
 #     --config docs/gpu-smoke/session22/heartbeat-6s.yaml                     (-> .whl/manifests/hb-{faulted,clean})
-source docs/gpu-smoke/session21/env.sh || exit  # the wheels, `ip`, NVLink multicast off
-python3 -c "import torch; print('gpus', torch.cuda.device_count())" | tee $OUT/host.txt
-faults="node-loss@40:1,exception@70:1,node-loss@100:0"
-for run in faulted clean; do
-  f=$faults; [ $run = clean ] && f=""
-  timeout -k 5 240 python3 -m training.local --run-dir /tmp/c22-$run --fresh --nodes 2 --nproc 1 --steps 140 \
-    --node-replace-s 5 --faults "$f" --mode inprocess-ft --nvrx-version 0.7.0 --manifests .whl/manifests/hb-$run \
-    --config docs/gpu-smoke/session22/heartbeat-6s.yaml > $OUT/$run.stdout.txt 2>&1
-  echo "$run rc=$?"; grep -E "^== (OK|FAILED|Job)" $OUT/$run.stdout.txt | cut -c1-300
-  for f in job.json summary.json; do [ -f /tmp/c22-$run/$f ] && cp /tmp/c22-$run/$f $OUT/$run.$f; done
-done
-python3 -m training.telemetry.report /tmp/c22-faulted > $OUT/faulted.report.txt 2>&1
-grep -A6 "^Faults" $OUT/faulted.report.txt | cut -c1-150
-tar czf $OUT/faulted-pods.tgz -C /tmp/c22-faulted pods events.jsonl 2>/dev/null; ls -la $OUT
+CROSS_POD_TAG=c22 CROSS_POD_MANIFESTS=hb- CROSS_POD_ARGS="--config docs/gpu-smoke/session22/heartbeat-6s.yaml" \
+  bash docs/gpu-smoke/session21/cross-pod.sh
