@@ -34,21 +34,22 @@ pod imports as usual.
 
 from __future__ import annotations
 
-import argparse
 import array
 import contextlib
 import json
 import os
-import select
 import signal
 import socket
 import struct
 import sys
-import threading
 import time
-from collections.abc import Sequence
 
-from training.common import import_identity, namespaces, rendezvous_names
+# A stand-in (``run``) starts for every worker and launcher, the pod's helpers beside them: it imports only what it
+# uses (54 -> 19 ms of imports on the 2-core machine, docs/benchmarks.md session 23); the template's side imports the
+# rest where it is used.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 #: The template's socket, for ``run`` (set by whoever started the template: the pod's supervisor, training.local).
 SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
@@ -219,6 +220,9 @@ def _serve(
     template, which leaves ``path`` to it)."""
     import gc
     import importlib
+    import select
+
+    from training.common import import_identity, rendezvous_names
 
     wake_r, wake_w = os.pipe()  # signals wake the select loop (a SIGCHLD: a worker to reap; SIGTERM: stop)
     os.set_blocking(wake_w, False)
@@ -260,6 +264,8 @@ def _serve(
 
 def _unforkable() -> str:
     """Why forking here would hand workers a broken process ("" if it would not)."""
+    import threading
+
     if threading.active_count() > 1:
         return f"{threading.active_count()} threads after the imports"
     torch = sys.modules.get("torch")
@@ -372,6 +378,9 @@ def _take_over(request: dict, fds: list[int]) -> None:
 
 def _die_with(pid: int) -> None:
     """SIGKILL this worker's process group once ``pid`` (its stand-in, which the launcher signals and kills) is gone."""
+    import select
+    import threading
+
     pidfd = os.pidfd_open(pid)
 
     def watch() -> None:
@@ -384,6 +393,8 @@ def _die_with(pid: int) -> None:
 def _fresh_process_state() -> None:
     """What a fresh interpreter would have that a fork shares with its siblings: its own logging set-up and NVRx's
     per-process names (:mod:`training.common.import_identity`), torch's seeds and thread count."""
+    from training.common import import_identity
+
     import_identity.renew()
     torch = sys.modules.get("torch")
     if torch is None:
@@ -448,6 +459,8 @@ def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> in
 
 def _adopt(conn: socket.socket, request: dict, fds: list[int]) -> None:
     """In the zygote's fork: join the requester's namespaces and root, fork its template there, end as that ends."""
+    from training.common import namespaces
+
     peer = -1
     try:
         peer = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
@@ -523,6 +536,11 @@ def _foreign_modules() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) >= 2 and argv[0] == "run" and not argv[1].startswith("-"):  # the stand-in: no argparse to import
+        return run(argv[1], argv[2:])
+    import argparse
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="the template: import the training code, fork workers on request")

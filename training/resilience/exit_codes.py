@@ -35,14 +35,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import sys
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
 
-from training.common.files import atomic_write_json
 from training.common.peer_errors import is_peer_error, lost_peer_behind
+
+# The pod's supervisor imports this module at every launcher exit (training.resilience.supervisor): what only the
+# writers and the entry point use (subprocess, the atomic writes' hashlib and tempfile) is imported where used.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 EXIT_STATUS_FILE = "exit_status.json"
 LEDGER_DIR = "faults"
@@ -159,6 +162,8 @@ def write_exit_status(
         previous = read_exit_status(run_dir)
         if not overwrite or (previous is not None and int(previous.get("code", 0)) in keep_codes):
             return
+    from training.common.files import atomic_write_json
+
     atomic_write_json(path, {"code": code, "cause": cause, "message": message, "rank": rank, "final": final})
 
 
@@ -226,6 +231,8 @@ class FailureLedger:
         counts = self.counts()
         key = self.key(cause, step, phase)
         counts[key] = counts.get(key, 0) + 1
+        from training.common.files import atomic_write_json
+
         atomic_write_json(self.path, counts)
         return counts[key]
 
@@ -272,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
 
         args.unrecoverable = load_config().ft.unrecoverable_exit_code
     clear_exit_status(args.run_dir)
+    import subprocess
+
     rc = subprocess.call(argv[split + 1 :])
     code, message = translate_launcher_exit(rc, args.run_dir, args.unrecoverable, not args.no_restarts)
     print(f"[exit_codes] launcher rc={rc} -> exit {code}: {message}", file=sys.stderr)

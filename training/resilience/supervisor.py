@@ -28,8 +28,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from training.resilience.exit_codes import ExitCode, fail_job_exit_codes
 
@@ -38,16 +38,16 @@ from training.resilience.exit_codes import ExitCode, fail_job_exit_codes
 NOT_LOCAL = frozenset({0, int(ExitCode.PEER_LOST), 128 + 15})
 
 
-@dataclass(frozen=True)
-class WorkerExit:
+# Named tuples rather than dataclasses: the bash loop starts this module at every launcher exit, and dataclasses
+# imports inspect.
+class WorkerExit(NamedTuple):
     ts: float
     restart: int
     local_rank: int
     code: int
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     action: str  # "exit" | "relaunch"
     code: int
     reason: str

@@ -23,14 +23,17 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from training.common.prefork import LAUNCHER_PID_ENV
+
+# The pod's supervisor runs ``python -m training.telemetry.events launch`` at every launch: only what that uses is
+# imported (no socket, dataclasses, typing, prefork's sockets: 52 -> 21 ms of imports, docs/benchmarks.md session 23).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 #: Event name -> the extra fields it carries.
 EVENT_TYPES: dict[str, tuple[str, ...]] = {
@@ -56,8 +59,6 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
 
 LAYERS = ("inprocess", "ft_launcher", "job")
 EVENTS_FILE = "events.jsonl"
-#: This machine's (or pod's) host name, recorded in every event.
-HOST = socket.gethostname()
 
 
 def env_int(name: str, default: int = 0) -> int:
@@ -77,6 +78,9 @@ class EventLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rank = rank
         self.layer = layer
+        #: This machine's (or pod's) host name, read here and not at import: a worker forked from a template that
+        #: imported this module elsewhere (the local cluster's warm pods) has its own pod's name.
+        self.host = os.uname().nodename
         self.iteration = 0
         #: Callables that get every record after it is written (e.g. the CloudWatch EMF emitter).
         self.sinks: list[Callable[[dict[str, Any]], None]] = []
@@ -91,7 +95,7 @@ class EventLog:
         record = {
             "ts": time.time(),
             "mono": time.monotonic(),
-            "host": HOST,
+            "host": self.host,
             "pid": os.getpid(),
             "rank": self.rank,
             "iteration": self.iteration,
@@ -115,13 +119,15 @@ class EventLog:
         return record
 
 
-@dataclass(frozen=True)
 class LoadedEvents:
-    """The parsed event log and what had to be skipped."""
+    """The parsed event log and what had to be skipped (a plain class: see the imports)."""
 
-    events: list[dict[str, Any]]
-    torn_lines: int = 0  # lines that are not JSON (a writer killed mid-line)
-    malformed: int = 0  # JSON lines without a finite numeric ``ts`` or a string ``event``
+    __slots__ = ("events", "malformed", "torn_lines")
+
+    def __init__(self, events: list[dict[str, Any]], torn_lines: int = 0, malformed: int = 0) -> None:
+        self.events = events
+        self.torn_lines = torn_lines  # lines that are not JSON (a writer killed mid-line)
+        self.malformed = malformed  # JSON lines without a finite numeric ``ts`` or a string ``event``
 
 
 def parse_event_lines(lines: list[str]) -> LoadedEvents:

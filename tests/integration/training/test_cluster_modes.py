@@ -242,6 +242,18 @@ def test_a_forked_ft_launcher_names_its_own_pod(all_runs):
         assert hosts == {log.stem.rsplit("-", 1)[0]}, (log.name, hosts)
 
 
+@pytest.mark.parametrize("mode", list(LAYERS))
+def test_a_forked_worker_s_events_name_its_own_pod(runs, mode):
+    """Every worker event carries the host name of the pod it ran in, as the pod's supervisor's ``launch`` events
+    do: workers forked from a template that imported the event log outside the pod said the test machine's."""
+    from training.telemetry.events import read_events
+
+    events = read_events(runs["base"] / mode)
+    pods = {e["host"] for e in events if e["event"] == "launch"}
+    assert pods == {f"fsdp-train-{mode}-0", f"fsdp-train-{mode}-1"}
+    assert {e["host"] for e in events if e["rank"] >= 0} == pods
+
+
 @pytest.mark.parametrize("mode", ["inprocess-ft", "inprocess"])
 def test_a_lost_node_s_survivor_leaves_nvrx_s_in_process_layer_without_a_store_error(runs, mode):
     """NVRx's sibling monitor enters the termination barrier for the lost rank; before

@@ -54,3 +54,29 @@ def test_read_events_orders_by_wall_clock_and_skips_a_torn_last_line(tmp_path: P
 
 def test_every_layer_named_in_the_contract_is_known() -> None:
     assert {"start", "step", "ckpt_committed", "fault_injected", "restart_begin", "restore", "exit"} <= set(EVENT_TYPES)
+
+
+def test_a_process_forked_into_another_uts_namespace_records_its_own_host_name(tmp_path: Path) -> None:
+    """A warm pod's worker is forked from a template that imported this module on the host: its events must carry
+    the pod's host name (the local cluster's runs said the machine's)."""
+    import ctypes
+    import os
+    import socket
+
+    if os.geteuid() != 0:
+        pytest.skip("a UTS namespace of its own needs root")
+    EventLog(tmp_path, rank=0).emit("exit", reason="completed", code=0)  # made in this process
+    pid = os.fork()
+    if pid == 0:  # the child: a host name of its own, then the event
+        code = 1
+        try:
+            if ctypes.CDLL(None, use_errno=True).unshare(0x04000000) == 0:  # CLONE_NEWUTS
+                socket.sethostname("fsdp-train-0")
+                EventLog(tmp_path, rank=1).emit("exit", reason="completed", code=0)
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    hosts = {e["rank"]: e["host"] for e in read_events(tmp_path)}
+    assert hosts == {0: socket.gethostname(), 1: "fsdp-train-0"}
