@@ -44,9 +44,9 @@ import struct
 import sys
 import time
 
-# A stand-in (``run``) starts for every worker and launcher, the pod's helpers beside them: it imports only what it
-# uses (54 -> 19 ms of imports on the 2-core machine, docs/benchmarks.md session 23); the template's side imports the
-# rest where it is used.
+# A stand-in (``run``) starts for every worker and launcher: it imports only what it uses (the module's import cost
+# 55 -> 34 CPU-ms on the 2-core machine, docs/benchmarks.md session 23); the template's side imports the rest where
+# it is used.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
