@@ -54,7 +54,7 @@ class RecoveryMode(StrEnum):
     INPROCESS = "inprocess"  # in-process restart (soft faults) + async checkpoints
     FT_LAUNCHER = "ft-launcher"  # ft_launcher in-job restart (hard faults) + async checkpoints
     INPROCESS_FT = "inprocess-ft"  # both NVRx layers + async checkpoints
-    K8S_ONLY = "k8s-only"  # the published baseline: Kubernetes replaces pods; no NVRx at all, synchronous checkpoints
+    K8S_ONLY = "k8s-only"  # the published baseline: Kubernetes replaces pods; no NVRx, no memory tier, sync checkpoints
 
 
 class ModeLayers(_Strict):
@@ -63,6 +63,9 @@ class ModeLayers(_Strict):
     checkpoint_mode: Literal["sync", "async"]
     inprocess: bool
     ft_launcher: bool
+    #: The host-memory tier (``checkpoint.memory_interval_steps``); off in the published baseline, which restores
+    #: from storage only.
+    memory_tier: bool = True
 
 
 MODE_LAYERS: dict[RecoveryMode, ModeLayers] = {
@@ -71,7 +74,7 @@ MODE_LAYERS: dict[RecoveryMode, ModeLayers] = {
     RecoveryMode.INPROCESS: ModeLayers(checkpoint_mode="async", inprocess=True, ft_launcher=False),
     RecoveryMode.FT_LAUNCHER: ModeLayers(checkpoint_mode="async", inprocess=False, ft_launcher=True),
     RecoveryMode.INPROCESS_FT: ModeLayers(checkpoint_mode="async", inprocess=True, ft_launcher=True),
-    RecoveryMode.K8S_ONLY: ModeLayers(checkpoint_mode="sync", inprocess=False, ft_launcher=False),
+    RecoveryMode.K8S_ONLY: ModeLayers(checkpoint_mode="sync", inprocess=False, ft_launcher=False, memory_tier=False),
 }
 
 
@@ -586,7 +589,8 @@ class CheckpointConfig(_Strict):
     #: Steps between host-memory snapshots (the memory tier: page-locked host buffers backed by ``/dev/shm``, each
     #: rank's snapshot also copied to a rank on the next node). An in-process restart, an ft_launcher restart and a
     #: lost node (while one replica survives) roll back at most this many steps instead of to the last storage
-    #: checkpoint. 0 = off (storage only). Host memory per rank: 4 x its shard of the state (2 own slots, 2 peer).
+    #: checkpoint. 0 = off (storage only); always off in mode ``k8s-only`` (the published baseline). Host memory per
+    #: rank: 4 x its shard of the state (2 own slots, 2 peer).
     memory_interval_steps: int = Field(default=5, ge=0)
     keep_last: int = Field(default=3, ge=1)
     #: Root directory for checkpoints; None = ``<run_dir>/checkpoints`` locally, the FSx mount on Kubernetes.

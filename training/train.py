@@ -126,6 +126,7 @@ class Runner:
             self.run_dir,
             self.events,
             checkpoint_mode=self.layers.checkpoint_mode,
+            memory_tier=self.layers.memory_tier,
             target_steps=self.steps,
             hooks=self.hooks,
             allow_fresh_start=self._fresh_allowed(),

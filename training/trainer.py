@@ -120,17 +120,20 @@ class Trainer:
         events: EventLog,
         *,
         checkpoint_mode: str,
+        memory_tier: bool = True,
         target_steps: int | None = None,
         hooks: TrainerHooks | None = None,
         allow_fresh_start: bool = False,
         final_checkpoint: bool = True,
     ) -> None:
-        """``final_checkpoint``: save the target step when the interval does not land on it (off for a benchmark's
-        no-checkpoint baseline)."""
+        """``memory_tier``: snapshots every ``checkpoint.memory_interval_steps`` (off: storage only, the recovery
+        mode's :attr:`~platform_config.schema.ModeLayers.memory_tier`). ``final_checkpoint``: save the target step
+        when the interval does not land on it (off for a benchmark's no-checkpoint baseline)."""
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.events = events
         self.checkpoint_mode = checkpoint_mode
+        self.memory_interval_steps = cfg.checkpoint.memory_interval_steps if memory_tier else 0
         self.target_steps = target_steps if target_steps is not None else cfg.train.steps
         self.hooks: TrainerHooks = hooks or NullHooks()
         self.allow_fresh_start = allow_fresh_start
@@ -171,7 +174,7 @@ class Trainer:
             # With a checkpoint or a memory-tier snapshot on any rank, the restore fills every weight: this rank's
             # shards only, nothing initialised (initialising the 1B model took 9.3 s of each in-process restart on an
             # H200). Should the restore find nothing usable after all, it initialises then.
-            in_memory = self.cfg.checkpoint.memory_interval_steps > 0 and holds_snapshot(root)
+            in_memory = self.memory_interval_steps > 0 and holds_snapshot(root)
             self.on_meta = any_rank(committed_checkpoint_exists(root) or in_memory, self.device)
             self.model = sharded_model(self._model_spec, self.device, on_meta=self.on_meta)
             self.flops_per_token = flops_per_token(self.model.args, tc.seq_len)
@@ -193,7 +196,7 @@ class Trainer:
                 collective_timeout_s=checkpoint_timeout_s(self.cfg.inprocess),
                 nvrx_staging=self.cfg.checkpoint.nvrx_staging,
                 write_threads=self.cfg.checkpoint.write_threads,
-                memory_interval_steps=self.cfg.checkpoint.memory_interval_steps,
+                memory_interval_steps=self.memory_interval_steps,
             )
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
 

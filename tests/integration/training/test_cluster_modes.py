@@ -243,6 +243,20 @@ def test_a_forked_ft_launcher_names_its_own_pod(all_runs):
 
 
 @pytest.mark.parametrize("mode", list(LAYERS))
+def test_only_the_published_baseline_runs_without_the_memory_tier(runs, mode):
+    """k8s-only (the published baseline) restores from storage only, every other mode snapshots to host memory."""
+    from training.telemetry.events import read_events
+
+    events = read_events(runs["base"] / mode)
+    tiers = {e["tier"] for e in events if e["event"] == "restore"}
+    snapshots = [e for e in events if e["event"] == "mem_snapshot"]
+    if mode == "k8s-only":
+        assert not snapshots and tiers == {"none", "storage"}, tiers
+    else:
+        assert snapshots and tiers - {"none", "storage"}, tiers
+
+
+@pytest.mark.parametrize("mode", list(LAYERS))
 def test_a_forked_worker_s_events_name_its_own_pod(runs, mode):
     """Every worker event carries the host name of the pod it ran in, as the pod's supervisor's ``launch`` events
     do: workers forked from a template that imported the event log outside the pod said the test machine's."""

@@ -13,6 +13,7 @@ import pytest
 from platform_config import load_config
 from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, local_run
 from tests.helpers.training_runs import test_env as child_env
+from training.telemetry.events import read_events
 
 pytestmark = pytest.mark.integration
 
@@ -41,6 +42,11 @@ def test_k8s_only_fault_exits_with_cause_code_and_pod_restart_recovers(tmp_path:
     assert "JOB   pod restart (attempt 1)" in proc.stdout
     summary = json.loads((tmp_path / "k8s" / "summary.json").read_text())
     assert summary["restarts_by_layer"]["job"] == 1 and summary["final_step"] == 12
+    # the published baseline has no memory tier: the restart after step 7 restores step 5's storage checkpoint
+    events = read_events(tmp_path / "k8s")
+    assert not [e for e in events if e["event"] == "mem_snapshot"]
+    restores = [(e["from_step"], e["tier"]) for e in events if e["event"] == "restore"]
+    assert restores == [(0, "none"), (5, "storage")], restores
     # as in a pod, each launch (attempt) started its own template, which forked the launcher and the workers
     log = (tmp_path / "k8s" / "launcher.log").read_text()
     assert log.count("[prefork] template ") == 2 and "cold start" not in log and "caller's template" not in log
