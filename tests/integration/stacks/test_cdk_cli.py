@@ -89,7 +89,7 @@ def test_offline_synth_of_both_environments_is_valid_and_equals_the_in_process_s
         assert results[name].returncode == 0, results[name].stdout + results[name].stderr
         assert "reserved context key" not in results[name].stderr, results[name].stderr  # no aws: key in cdk.json
         # cfn-lint: every template below equals the in-process synthesis's, which test_validate_cfn lints (a second
-        # lint of the same templates cost ~4 CPU-s an environment); the CLI's own cdk-nag / validation report here
+        # lint of the same templates cost ~4 CPU-s an environment); the CLI run's own validation report is read here
         assert validation_report_errors(out / "validation-report.json") == [], name
         templates = sorted(p.name for p in out.glob("*.template.json"))
         assert templates == [
