@@ -114,7 +114,7 @@ def _skippable_cycles(
 
 def _next_boundary(sc: Scenario, done: int) -> int:
     """The next step after ``done`` at which the loop saves (persistent or memory tier) or reaches the target."""
-    return min([sc.steps, *((done // k + 1) * k for k in (sc.interval, sc.memory_interval) if k)])
+    return min([sc.steps, *((done // k + 1) * k for k in (sc.interval, sc.memory_every) if k)])
 
 
 class _Interrupted(Exception):
@@ -197,7 +197,7 @@ class _Sim:
                 self._compute_to(boundary)
                 if sc.interval and boundary % sc.interval == 0:
                     self._persistent_save(boundary)
-                elif sc.memory_interval and boundary % sc.memory_interval == 0:
+                elif sc.memory_every and boundary % sc.memory_every == 0:
                     self._busy(sc.memory_stall_s, "stall")
                     self.memory = boundary
             except _Interrupted:
@@ -285,7 +285,7 @@ class _Sim:
     def _fast_forward(self) -> None:
         """Jump over whole checkpoint cycles that no fault can reach (same result as walking them one by one)."""
         sc = self.sc
-        if sc.memory_interval or not sc.interval or self.t >= self.next_fault:
+        if sc.memory_every or not sc.interval or self.t >= self.next_fault:
             return
         k = sc.interval
         stall, wait, cycle = _cycle(sc, self.step_s, self.write_s, self.sync)

@@ -285,6 +285,12 @@ class Scenario:
         return self.checkpoint_mode or MODE_LAYERS[RecoveryMode(self.mode)].checkpoint_mode
 
     @property
+    def memory_every(self) -> int:
+        """Steps between memory-tier snapshots in this mode: ``memory_interval``, or 0 in a mode that runs without
+        the tier (``k8s-only``, the published baseline: storage only, as training runs it)."""
+        return self.memory_interval if MODE_LAYERS[RecoveryMode(self.mode)].memory_tier else 0
+
+    @property
     def step_time(self) -> float:
         """Step time at ``nodes``: ``step_s``, else interpolated linearly in log2(nodes) between measured points."""
         if not self.step_s_by_nodes:

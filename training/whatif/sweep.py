@@ -107,7 +107,7 @@ def recommend(sc: Scenario, *, trials: int = 40, points: int = 7) -> dict[str, A
     for mode in RecoveryMode:
         m = sc.with_(mode=mode.value, checkpoint_mode=None)
         layers = MODE_LAYERS[mode]
-        key = (layers.checkpoint_mode, layers.inprocess, layers.ft_launcher)
+        key = (layers.checkpoint_mode, layers.inprocess, layers.ft_launcher, layers.memory_tier)
         if key not in results:
             rows = sweep(m, interval_grid(m, points), trials)
             k = best_interval(rows)

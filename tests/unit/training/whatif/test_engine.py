@@ -169,6 +169,18 @@ def test_peer_copies_serve_a_lost_node_from_memory_when_there_is_another_node() 
     assert simulate(scheduled("inprocess", nodes=1, **kw)).faults[0].rolled_back_to == 10
 
 
+def test_the_published_baseline_restores_from_storage_whatever_the_memory_interval() -> None:
+    # the lost node at step 15 of test_peer_copies_...: sync-ckpt (the same layers, with the memory tier) comes back
+    # to 14 from a peer's copy, k8s-only (no memory tier, as training runs it) to storage's 10, with no snapshot stall
+    mem = {"memory_interval": 2, "memory_stall_s": 0.1, "memory_restore_s": 0.5, "memory_peer_copies": True}
+    loss = FaultClass("node_loss", {"job": 0.0}, node_loss=True)
+    kw = {"fault_classes": (loss,), "fault_schedule": ((15, "node_loss"),), "node_replace_s": 0.0, "nodes": 2} | mem
+    assert simulate(scheduled("sync-ckpt", **kw)).faults[0].rolled_back_to == 14
+    baseline = simulate(scheduled("k8s-only", **kw))
+    assert baseline.faults[0].rolled_back_to == 10
+    assert baseline.wall_s == simulate(scheduled("k8s-only", **(kw | {"memory_interval": 0}))).wall_s
+
+
 # --------------------------------------------------------------------------------- random faults
 def stochastic(mode: str, seed: int, **kw: object) -> Scenario:
     base = dict(steps=400, step_s=0.5, interval=40, stall_s=1.0, first_stall_s=4.0, write_s=30.0, startup_s=20.0,
