@@ -126,9 +126,8 @@ class Trainer:
         allow_fresh_start: bool = False,
         final_checkpoint: bool = True,
     ) -> None:
-        """``memory_tier``: snapshots every ``checkpoint.memory_interval_steps`` (off: storage only, the recovery
-        mode's :attr:`~platform_config.schema.ModeLayers.memory_tier`). ``final_checkpoint``: save the target step
-        when the interval does not land on it (off for a benchmark's no-checkpoint baseline)."""
+        """``memory_tier``: the mode's ``ModeLayers.memory_tier`` (off: storage only). ``final_checkpoint``: save the
+        target step when the interval does not land on it (off for a benchmark's no-checkpoint baseline)."""
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.events = events
@@ -143,8 +142,7 @@ class Trainer:
         self._checkpointed_step = 0
         self._losses: dict[int, float] = {}
         self.eval_losses: dict[int, float] = {}
-        self._failed = False
-        self._closed = False
+        self._failed = self._closed = False
         self.ckpt: CheckpointManager | None = None
 
     # ------------------------------------------------------------------ setup
