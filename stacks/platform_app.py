@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,8 +10,9 @@ from typing import Any
 
 import aws_cdk as cdk
 
-from platform_config import ProjectConfig, exits_on_config_error, load_config
-from platform_config.loader import ENV_VAR
+from platform_config import ProjectConfig, exits_on_config_error
+from platform_config.cdk_context import config_from_context
+from platform_config.cdk_context import environment_name as context_environment_name
 from stacks.cluster_stack import ClusterStack
 from stacks.compliance import add_compliance_checks
 from stacks.deploy_guard import refuse_demo_deploy
@@ -22,10 +22,6 @@ from stacks.storage_stack import StorageStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON = REPO_ROOT / "cdk.json"
-#: cdk context key naming the ``project.yaml`` environment (``cdk synth -c env=prod``).
-ENV_CONTEXT_KEY = "env"
-#: Optional cdk context key with another configuration file (``cdk synth -c config=other.yaml``).
-CONFIG_CONTEXT_KEY = "config"
 #: Optional cdk context key with the moment Capacity Block actions are planned from (``-c now=2027-01-01T00:00:00Z``;
 #: default: the synthesis time). The tests fix it so that the templates do not depend on the clock.
 NOW_CONTEXT_KEY = "now"
@@ -64,7 +60,7 @@ def new_app(**props: Any) -> cdk.App:
 
 def environment_name(app: cdk.App) -> str:
     """``-c env=<name>``, else ``$PROJECT_ENV``, else ``default``."""
-    return app.node.try_get_context(ENV_CONTEXT_KEY) or os.environ.get(ENV_VAR) or "default"
+    return context_environment_name(app.node.try_get_context)
 
 
 def planning_time(app: cdk.App) -> datetime:
@@ -124,7 +120,7 @@ def build_platform(app: cdk.App, cfg: ProjectConfig, now: datetime | None = None
 
 def config_for(app: cdk.App) -> ProjectConfig:
     """The configuration ``app`` asks for (``-c config=...``, ``-c env=...``); errors name the bad fields."""
-    return load_config(app.node.try_get_context(CONFIG_CONTEXT_KEY), env=environment_name(app))
+    return config_from_context(app.node.try_get_context)
 
 
 @exits_on_config_error
