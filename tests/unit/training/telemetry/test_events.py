@@ -66,11 +66,12 @@ def test_a_process_forked_into_another_uts_namespace_records_its_own_host_name(t
     if os.geteuid() != 0:
         pytest.skip("a UTS namespace of its own needs root")
     EventLog(tmp_path, rank=0).emit("exit", reason="completed", code=0)  # made in this process
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: the child takes no loader lock
     pid = os.fork()
     if pid == 0:  # the child: a host name of its own, then the event
         code = 1
         try:
-            if ctypes.CDLL(None, use_errno=True).unshare(0x04000000) == 0:  # CLONE_NEWUTS
+            if libc.unshare(0x04000000) == 0:  # CLONE_NEWUTS
                 socket.sethostname("fsdp-train-0")
                 EventLog(tmp_path, rank=1).emit("exit", reason="completed", code=0)
                 code = 0
