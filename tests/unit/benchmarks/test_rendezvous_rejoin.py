@@ -59,7 +59,8 @@ def test_kill_tree_ends_children_that_left_the_process_group() -> None:
     proc = subprocess.Popen([sys.executable, "-c", parent + "time.sleep(60)"])
     try:
         deadline = time.monotonic() + 10
-        while len(children := psutil.Process(proc.pid).children()) < 2 and time.monotonic() < deadline:
+        # A child is listed from its fork, before it calls setsid(): wait for both to have left (CI saw the race).
+        while not _two_session_leaders(children := psutil.Process(proc.pid).children()) and time.monotonic() < deadline:
             time.sleep(0.01)
         tree = [proc.pid, *(c.pid for c in children)]
         assert len(tree) == 3
@@ -71,6 +72,13 @@ def test_kill_tree_ends_children_that_left_the_process_group() -> None:
     while any(_state(pid) not in ("Z", "gone") for pid in tree[1:]):
         assert time.monotonic() < deadline, "a child of the killed tree is still running"
         time.sleep(0.01)
+
+
+def _two_session_leaders(children: list[psutil.Process]) -> bool:
+    try:
+        return len(children) == 2 and all(os.getsid(c.pid) == c.pid for c in children)
+    except ProcessLookupError:
+        return False
 
 
 def _state(pid: int) -> str:
