@@ -293,6 +293,11 @@ def supervisor_script(
             "}",
             *template,
             "while :; do",
+            # A SIGTERM between launches (the relaunch pause, the launch event) found no launcher to stop: the pod
+            # is being deleted (a failed Job, an eviction), so it must not start another, which would sit in its
+            # rendezvous until the SIGKILL at the end of the grace period.
+            '  if [ "$terminating" = 1 ]; then echo "[supervisor] terminated before launch $POD_RELAUNCH"; exit 143',
+            "  fi",
             f"  rm -f {marker} {exits}",
             *start_template,
             '  if [ "$RDZV_IS_HOST" = false ]; then',
@@ -319,6 +324,7 @@ def supervisor_script(
             "  HOST_MOVED=0",
             f"  {shell_join(launch)} &",
             "  launcher=$!",
+            '  if [ "$terminating" = 1 ]; then kill -TERM "$launcher" 2>/dev/null; fi  # the trap ran before it began',
             '  while kill -0 "$launcher" 2>/dev/null; do',
             f"    if [ -e {marker} ]; then",
             f'      echo "[supervisor] a worker exited $(cat {marker}) (fail the Job): stopping the launcher"',
@@ -348,7 +354,9 @@ def supervisor_script(
             f'  decision=$({shell_join(decide)}) || decision="exit $rc the supervisor\'s decision failed"',
             '  echo "[supervisor] launcher exited $rc: $decision"',
             '  case "$decision" in',
-            f"    relaunch*) reap_leftovers; POD_RELAUNCH=$((POD_RELAUNCH + 1)); sleep {_seconds(budget.delay_s)} ;;",
+            # A background sleep, so that a SIGTERM ends the pause at once (a trap waits for a foreground command).
+            "    relaunch*) reap_leftovers; POD_RELAUNCH=$((POD_RELAUNCH + 1)); "
+            f"sleep {_seconds(budget.delay_s)} & wait $! ;;",
             '    *) set -- $decision; exit "$2" ;;',
             "  esac",
             "done",

@@ -121,6 +121,64 @@ def test_supervisor_script_is_valid_bash(cfg):
         assert 'exit "$(cat /tmp/training-unrecoverable)"' in script  # the worker's "fail the Job" code
 
 
+#: A launcher for :func:`test_a_sigterm_between_launches_ends_the_pod_without_a_launcher_left_running`: it notes its
+#: start, exits 1 at once the first time (the supervisor then relaunches), and waits in its "rendezvous" the next time,
+#: noting a SIGTERM.
+_FAKE_LAUNCHER = """
+echo start >> "$LAUNCHES"
+if [ "$(wc -l < "$LAUNCHES")" = 1 ]; then exit 1; fi
+sleep 60 & s=$!
+trap 'kill $s; echo stopped >> "$LAUNCHES"; exit 143' TERM
+wait $s
+"""
+
+
+@pytest.mark.parametrize("window", ["relaunch pause", "launch event"])
+def test_a_sigterm_between_launches_ends_the_pod_without_a_launcher_left_running(tmp_path, window):
+    """A pod deleted while no launcher runs (a failed Job's pods, an eviction) must not start one: it would wait in
+    its rendezvous for peers that are gone until the SIGKILL at the end of the grace period (seen on the local
+    cluster: a failed Job's pod 0 relaunched during its pause and was killed 30 s later). ``relaunch pause``: the
+    SIGTERM comes in the pause after a relaunch decision (a foreground ``sleep`` deferred the trap until its end);
+    ``launch event``: it comes while the second launch records its event, before the launcher starts."""
+    pause = 30 if window == "relaunch pause" else 0
+    cfg = make_cfg(
+        storage={"mount_path": str(tmp_path / "fsx")}, job={"prefork_workers": False, "relaunch": {"delay_s": pause}}
+    )
+    topology = Topology.from_config(cfg)
+    files = lc.NodeFiles(*(str(tmp_path / name) for name in ("unrecoverable", "exits", "relaunches", "prefork.sock")))
+    launch = lc.shell_join(lc.launch_argv(cfg, RecoveryMode.K8S_ONLY, topology, files=files))
+    event = lc.shell_join(lc.launch_event_argv(cfg, RecoveryMode.K8S_ONLY, topology, "torchrun"))
+    script = lc.supervisor_script(cfg, RecoveryMode.K8S_ONLY, topology, files=files)
+    assert launch in script and event in script
+    # the second launch's event takes 3 s (a trap waits for a foreground command); the decision: relaunch
+    slow_event = 'if [ "$POD_RELAUNCH" = 1 ]; then sleep 3; fi' if window == "launch event" else "true"
+    script = script.replace(event, slow_event).replace(launch, f"bash -c {shlex.quote(_FAKE_LAUNCHER)}")
+    decide = script[script.index("decision=$(") : script.index(") || decision=")]
+    assert "training.resilience.supervisor decide" in decide
+    script = script.replace(decide, "decision=$(echo relaunch a peer was lost")
+    launches, log = tmp_path / "launches", tmp_path / "supervisor.log"
+    env = {**os.environ, "JOB_COMPLETION_INDEX": "0", "LAUNCHES": str(launches)}
+    with log.open("w") as out:  # a file: the pause's orphaned sleep would hold a pipe open
+        proc = subprocess.Popen(["bash", "-c", script], env=env, stdout=out, stderr=subprocess.STDOUT)
+    waited_for = "launch 1: torchrun" if window == "launch event" else "launcher exited 1: relaunch a peer was lost"
+    deadline = time.monotonic() + 30
+    while waited_for not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # into the pause (or the slow event): a SIGTERM there finds no launcher
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(timeout=20)  # before the pause ends (30 s) or the old code's launcher gives up (60 s)
+    finally:
+        proc.kill()
+    assert rc == 143, log.read_text()
+    if window == "relaunch pause":  # no second launcher at all
+        assert launches.read_text().split() == ["start"]
+        assert "[supervisor] terminated before launch 1" in log.read_text()
+    else:  # started after the trap had run, and stopped at once (before or after it noted its start)
+        assert launches.read_text().split()[1:] in ([], ["start"], ["start", "stopped"])
+        assert "[supervisor] terminated: launcher exited 143" in log.read_text()
+
+
 # The worker's parent is the launcher; here a small Python parent stands in for it and reports SIGTERM.
 _PARENT = """
 import signal, subprocess, sys
