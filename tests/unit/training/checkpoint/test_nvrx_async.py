@@ -54,15 +54,19 @@ print("collected; worker alive:", worker.is_alive(), flush=True)
 """
 
 
-def _run_nvrx_script(script: str, timeout_s: float) -> str:
-    """Run ``script`` (a one-rank gloo group on a free port) in a fresh interpreter; return its stdout."""
-    from tests.helpers.training_runs import free_port, python_stdout
+def _run_nvrx_script(script: str, timeout_s: float, *, fresh: bool = False) -> str:
+    """Run ``script`` (a one-rank gloo group on a free port) forked from the tests' worker template, or (``fresh``)
+    in a fresh interpreter, which also ends as an interpreter does; return its stdout."""
+    from tests.helpers.training_runs import forked_stdout, free_port, python_stdout
 
-    return python_stdout(["-c", script, str(free_port())], timeout_s)
+    if fresh:
+        return python_stdout(["-c", script, str(free_port())], timeout_s)
+    return forked_stdout("tests.helpers.script_runner", [script, str(free_port())], timeout_s)
 
 
 def test_interrupted_abandon_is_completed_and_nothing_blocks_in_gc() -> None:
-    out = _run_nvrx_script(NVRX_ABANDON_SCRIPT, timeout_s=90)
+    """A fresh interpreter: its exit, after the collection, must not block on the killed writer either."""
+    out = _run_nvrx_script(NVRX_ABANDON_SCRIPT, timeout_s=90, fresh=True)
     assert "abandoned 1" in out
     assert "collected; worker alive: False" in out
 
