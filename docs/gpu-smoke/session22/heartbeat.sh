@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PREPARED, NOT RUN: no 2-GPU machine was lent in session 22 (`status` listed only nvidia-h200 all session).
+# PREPARED in session 22 (no 2-GPU machine then); run in session 24 as an A/B: docs/gpu-smoke/session24/heartbeat-ab.sh.
 # Session 22, on 2 x H200 (`bash docs/gpu-smoke/session22/heartbeat.sh`): session 21's cross-pod run (inprocess-ft,
 # 2 pods x 1 GPU, NVRx 0.7.0, NCCL, node-loss@40:1,exception@70:1,node-loss@100:0, --node-replace-s 5) with the local
 # in-process heartbeat timeout at 6 s on CUDA instead of 15 s (heartbeat-6s.yaml), then the same Job fault-free.
