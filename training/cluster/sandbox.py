@@ -178,7 +178,7 @@ class PodSandbox:
                 )
             try:
                 children = path.read_text().split()
-            except FileNotFoundError:
+            except OSError:  # ENOENT, or ESRCH while unshare exits (the poll above reports it next time)
                 children = []
             if children:
                 return int(children[0])

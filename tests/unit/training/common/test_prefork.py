@@ -113,7 +113,7 @@ def test_what_a_worker_left_running_ends_with_it(template, tmp_path):
 def _state(pid: int) -> str:
     try:
         return next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
-    except (FileNotFoundError, StopIteration):
+    except (OSError, StopIteration):  # reaped between the caller's check and the read: ENOENT or ESRCH
         return "gone"
 
 
