@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,9 @@ def launch(args: argparse.Namespace) -> int:
             # The workers share this machine's /dev/shm: one memory-tier scope per launch, removed after it, as a
             # pod's /dev/shm (an emptyDir of medium Memory) lives and dies with the pod.
             env[SCOPE_ENV] = scope = f"local{os.getpid()}a{attempt}"
+            # Its own /tmp too (TMPDIR), removed after it as a pod's goes with the pod: the launchers' sockets and
+            # log directories (torchrun never removes its torchelastic_*, a killed launcher no socket) stay in it.
+            env["TMPDIR"] = launch_tmp = tempfile.mkdtemp(prefix=f"training-local-{os.getpid()}a{attempt}-")
             if attempt:
                 print(f"[{time.monotonic() - t0:6.1f}s] JOB   pod restart (attempt {attempt}), as Kubernetes would")
             clear_exit_status(run_dir)
@@ -151,6 +155,7 @@ def launch(args: argparse.Namespace) -> int:
                 rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)
             finally:
                 stop_template(template)
+                shutil.rmtree(launch_tmp, ignore_errors=True)
             remove_scope(scope)
             code, message = translate_launcher_exit(
                 rc, run_dir, cfg.ft.unrecoverable_exit_code, restarts_exhausted=layers.ft_launcher

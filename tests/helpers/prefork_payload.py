@@ -56,6 +56,12 @@ if __name__ == "__main__":
 
         Path(arg).write_text(str(subprocess.Popen(["sleep", "120"]).pid))
         sys.exit(0)
+    if action == "mp-listener":  # multiprocessing's temporary directory, which only the interpreter's exit removes
+        from multiprocessing.connection import Listener
+
+        listener = Listener()  # an AF_UNIX socket in a new pymp-* directory of TMPDIR, left open
+        print(f"payload listener={listener.address}", flush=True)
+        sys.exit(0)
     if action == "sleep":
         Path(arg).write_text(str(os.getpid()))
         time.sleep(120)

@@ -12,6 +12,10 @@ as a fresh interpreter would have it (:mod:`training.common.prefork` imports und
   names it after its own pid in its workers' environment. Forked, the rendezvous listened on the template's name and
   the workers' ShutdownWorkload requests (:meth:`training.resilience.ft_monitor.FtMonitor.request_shutdown`) found no
   socket: ft_launcher restarted the workers after an unrecoverable exit until its restarts ran out.
+- **The temporary directory.** :mod:`tempfile` keeps the directory it first found (``TMPDIR``) for the process, and
+  ft_launcher's import asked for it in the template. A forked process looks again with its own environment, so a
+  launch's private ``TMPDIR`` (:mod:`training.local`) holds its launcher's sockets and log directories, and the
+  socket names above are renewed under it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import contextlib
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,12 +44,12 @@ def recording() -> Iterator[None]:
         yield
     finally:
         added = [h for h in root.handlers if h not in handlers]
-        _recorded.update(pid=os.getpid(), handlers=added, level=level)
+        _recorded.update(pid=os.getpid(), handlers=added, level=level, tempdir=tempfile.tempdir)
 
 
 def renew() -> list[str]:
     """In a process forked from the template: undo what :func:`recording` saw the imports take from the template's
-    process. Returns what it renewed (``logging``, ``<module>.FT_LAUNCHER_IPC_SOCKET``)."""
+    process. Returns what it renewed (``logging``, ``tempfile.tempdir``, ``<module>.FT_LAUNCHER_IPC_SOCKET``)."""
     if not _recorded:
         return []
     renewed = []
@@ -54,12 +59,15 @@ def renew() -> list[str]:
             root.removeHandler(handler)
         root.setLevel(_recorded["level"])
         renewed.append("logging")
+    if _recorded["tempdir"] is not None and tempfile.tempdir == _recorded["tempdir"]:
+        tempfile.tempdir = None  # found again from this process's TMPDIR, as a fresh interpreter finds it
+        renewed.append("tempfile.tempdir")
     old, new = _SOCKET_STEM.format(pid=_recorded["pid"]), _SOCKET_STEM.format(pid=os.getpid())
     for name, module in list(sys.modules.items()):
         if not name.startswith("nvidia_resiliency_ext"):
             continue
         value = getattr(module, "__dict__", {}).get(LAUNCHER_SOCKET)  # the module's own: no lazy __getattr__
-        if isinstance(value, str) and value.endswith(old):
-            setattr(module, LAUNCHER_SOCKET, value[: -len(old)] + new)
+        if isinstance(value, str) and value.endswith(old):  # NVRx: f"{tempfile.gettempdir()}/_ft_launcher{pid}..."
+            setattr(module, LAUNCHER_SOCKET, os.path.join(tempfile.gettempdir(), new))
             renewed.append(f"{name}.{LAUNCHER_SOCKET}")
     return renewed

@@ -38,6 +38,7 @@ import array
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -330,6 +331,7 @@ def _reap(workers: dict[int, socket.socket]) -> None:
 
 def _become_worker(request: dict, fds: list[int]) -> int:
     """In the forked child: take the stand-in's streams, environment and directory, then run the module's main."""
+    inherited_tempdir = _multiprocessing_tempdir()
     _take_over(request, fds)
     os.environ[LAUNCHER_PID_ENV] = str(request["pid"])
     _die_with(int(request["pid"]))
@@ -351,6 +353,7 @@ def _become_worker(request: dict, fds: list[int]) -> int:
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
+    _remove_multiprocessing_tempdir(inherited_tempdir)
     if code is None:
         return 0
     if isinstance(code, int):
@@ -374,6 +377,21 @@ def _take_over(request: dict, fds: list[int]) -> None:
     if os.environ.get("PYTHONUNBUFFERED"):
         sys.stdout.reconfigure(line_buffering=True, write_through=True)
         sys.stderr.reconfigure(line_buffering=True, write_through=True)
+
+
+def _multiprocessing_tempdir() -> str | None:
+    """The ``pymp-*`` directory multiprocessing made for this process (its listeners' sockets), if any: kept in its
+    private per-process config, as ``multiprocessing.util.get_temp_dir`` (which would make one) reads it."""
+    process = sys.modules.get("multiprocessing.process")
+    return process.current_process()._config.get("tempdir") if process else None
+
+
+def _remove_multiprocessing_tempdir(inherited: str | None) -> None:
+    """What a fresh interpreter's exit does and this worker's ``os._exit`` skips: remove the directory
+    multiprocessing made for the worker (not one ``inherited`` from the template, which is the template's)."""
+    tempdir = _multiprocessing_tempdir()
+    if tempdir and tempdir != inherited:
+        shutil.rmtree(tempdir, ignore_errors=True)
 
 
 def _die_with(pid: int) -> None:

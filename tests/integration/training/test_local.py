@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,12 @@ def test_a_run_forks_from_the_callers_template_when_given_one(tmp_path: Path) ->
     log = (tmp_path / "shared" / "launcher.log").read_text()
     assert "== attempt 0 (forked from the caller's template at /tmp/training-prefork-tests-" in log
     assert "[prefork] template " not in log and "cold start" not in log
+    # the launcher, forked from a template that imported it with the machine's /tmp, kept its files (sockets,
+    # torchelastic's log directory) in the launch's own TMPDIR, which went with the launch
+    (log_dir,) = re.findall(r"log_dir\s+: (\S+)", log)
+    launch_tmp = Path(log_dir).parent
+    assert re.fullmatch(r"training-local-\d+a0-\w+", launch_tmp.name), log_dir
+    assert not launch_tmp.exists()
 
 
 def test_runs_started_from_several_threads_share_one_template() -> None:

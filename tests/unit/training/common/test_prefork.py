@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +40,10 @@ def template(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
     proc.wait(timeout=10)
 
 
-def _stand_in(sock: Path | None, *args: str, cwd: Path, **popen: object) -> subprocess.Popen:
-    env = {**child_env(), "PAYLOAD_ENV": "from-the-stand-in"}
+def _stand_in(
+    sock: Path | None, *args: str, cwd: Path, env_vars: dict[str, str] | None = None, **popen: object
+) -> subprocess.Popen:
+    env = {**child_env(), "PAYLOAD_ENV": "from-the-stand-in", **(env_vars or {})}
     if sock is not None:
         env["TRAINING_PREFORK_SOCKET"] = str(sock)
     argv = [sys.executable, "-m", "training.common.prefork", "run", PAYLOAD, *args]
@@ -93,6 +96,19 @@ def test_the_worker_dies_with_its_stand_in(template, tmp_path):
     while Path(f"/proc/{worker}").exists() and "zombie" not in _state(worker):
         assert time.monotonic() < deadline, f"worker {worker} outlived its stand-in"
         time.sleep(0.05)
+
+
+def test_a_worker_removes_the_temporary_directory_multiprocessing_made_for_it(template, tmp_path):
+    """A forked worker ends with ``os._exit``, which skips the interpreter's exit: multiprocessing's ``pymp-*``
+    directory (a listener's socket, NVRx's checkpoint writer's) is removed as a fresh process's exit removes it."""
+    _, sock = template
+    with tempfile.TemporaryDirectory(prefix="prefork-") as tmp:  # short: the listener's socket path fits 107 bytes
+        stand_in = _stand_in(sock, "mp-listener", cwd=tmp_path, env_vars={"TMPDIR": tmp})
+        out, err = stand_in.communicate(timeout=30)
+        assert stand_in.returncode == 0, err
+        (address,) = [line.split("=", 1)[1] for line in out.splitlines() if line.startswith("payload listener=")]
+        assert Path(address).parent.parent == Path(tmp) and Path(address).parent.name.startswith("pymp-")
+        assert list(Path(tmp).iterdir()) == []
 
 
 def test_what_a_worker_left_running_ends_with_it(template, tmp_path):
