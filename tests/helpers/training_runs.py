@@ -70,23 +70,30 @@ test_env.__test__ = False  # type: ignore[attr-defined]
 
 
 def python_stdout(args: list[str], timeout_s: float) -> str:
-    """Run ``python ARGS`` from the repository with :func:`child_env`; its stdout (asserting exit 0)."""
-    proc = subprocess.run(
-        [sys.executable, *args], cwd=REPO_ROOT, env=child_env(), capture_output=True, text=True, timeout=timeout_s
-    )
+    """Run ``python ARGS`` from the repository with :func:`child_env` and a TMPDIR of its own; its stdout (asserting
+    exit 0)."""
+    with tempfile.TemporaryDirectory(prefix="script-") as tmp:
+        env = child_env(TMPDIR=tmp)
+        proc = subprocess.run(
+            [sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
 
-def forked_stdout(module: str, args: list[str], timeout_s: float) -> str:
+def forked_stdout(module: str, args: list[str], timeout_s: float, **env_vars: str) -> str:
     """Run ``python -m MODULE ARGS`` forked from this test process's :func:`shared_template` (no imports of its own;
-    it ends with ``os._exit``, so it must not need the interpreter's exit); its stdout (asserting exit 0 and no
-    cold start)."""
+    it ends with ``os._exit``, so it must not need the interpreter's exit), with a TMPDIR of its own and
+    ``env_vars`` added to its environment; its stdout (asserting exit 0 and no cold start).
+
+    The TMPDIR, removed after it, takes what the processes it kills leave (NVRx writers' ``pymp-*`` directories);
+    its path is short (in the machine's /tmp): AF_UNIX socket paths in it must fit 107 bytes."""
     from training.common.prefork import SOCKET_ENV
 
     cmd = [sys.executable, "-m", "training.common.prefork", "run", module, *args]
-    env = {**child_env(), SOCKET_ENV: shared_template()}
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    with tempfile.TemporaryDirectory(prefix="forked-") as tmp:
+        env = {**child_env(TMPDIR=tmp), **env_vars, SOCKET_ENV: shared_template()}
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[prefork] cold start" not in proc.stderr, proc.stderr[-3000:]
     return proc.stdout
@@ -129,6 +136,7 @@ def local_run(
 
 _SHARED_TEMPLATE: list[subprocess.Popen] = []
 _SHARED_TEMPLATE_LOCK = threading.Lock()
+_SHARED_TEMPLATE_ENDED: list[int] = []  # the codes of shared templates that failed (SIGTERM: 0) before this process
 
 
 def shared_template() -> str:
@@ -143,6 +151,8 @@ def shared_template() -> str:
     with _SHARED_TEMPLATE_LOCK:  # fixtures start runs from thread pools: one template, not one per thread
         if _SHARED_TEMPLATE and _SHARED_TEMPLATE[0].poll() is None:
             return path
+        if _SHARED_TEMPLATE and _SHARED_TEMPLATE[0].returncode != 0:  # it failed: its log is kept at exit
+            _SHARED_TEMPLATE_ENDED.append(_SHARED_TEMPLATE[0].returncode)
         _start_shared_template(path)
     return path
 
@@ -150,13 +160,29 @@ def shared_template() -> str:
 def _start_shared_template(path: str) -> None:
     import atexit
 
-    log = open(f"/tmp/training-prefork-tests-{os.getpid()}.log", "a")  # noqa: SIM115 (the template's, until exit)
+    log_path = Path(path).with_suffix(".log")
+    log = open(log_path, "a")  # noqa: SIM115 (the template's, until exit)
     env = child_env(PYTHONWARNINGS="ignore")  # as training.local gives its own template
     cmd = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", path]
     template = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
     if not _SHARED_TEMPLATE:
-        atexit.register(lambda: [t.terminate() for t in _SHARED_TEMPLATE if t.poll() is None])
+        atexit.register(_stop_shared_template, log_path)
     _SHARED_TEMPLATE[:] = [template]
+
+
+def _stop_shared_template(log_path: Path) -> None:
+    """At exit: stop the template; its log is removed unless a template failed (kept for its post-mortem, as the
+    tests that saw it fail say nothing of it)."""
+    crashed = bool(_SHARED_TEMPLATE_ENDED) or any(t.poll() not in (None, 0) for t in _SHARED_TEMPLATE)
+    for template in _SHARED_TEMPLATE:
+        if template.poll() is None:
+            template.terminate()
+            try:
+                template.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                template.kill()
+    if not crashed:
+        log_path.unlink(missing_ok=True)
 
 
 def cluster_run(

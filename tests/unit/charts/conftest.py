@@ -23,9 +23,15 @@ def make_cfg(**sections) -> ProjectConfig:
     return config_from_dict(sections)
 
 
+def bare_chart() -> cdk8s.Chart:
+    """A chart of an app that is never synthesized to disk (``to_json`` only). ``cdk8s.Testing.chart()`` makes a
+    ``cdk8s.outdir.*`` directory in /tmp for each chart and leaves it there."""
+    return cdk8s.Chart(cdk8s.App(outdir="dist"), "test")
+
+
 def synth_job(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology | None = None) -> dict:
     """The training Job manifest of ``mode`` as a dict."""
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     TrainingJob(chart, "Job", cfg, mode, image=IMAGE, topology=topology)
     (job,) = chart.to_json()
     return job

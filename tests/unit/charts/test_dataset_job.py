@@ -1,20 +1,18 @@
-import cdk8s
-
 from charts.dataset_job import DatasetJob, prepare_data_args, resource_quantities
 from charts.names import dataset_dir, with_dataset_dir
 from platform_config.instance_types import system_instance_type
-from tests.unit.charts.conftest import IMAGE, make_cfg
+from tests.unit.charts.conftest import IMAGE, bare_chart, make_cfg
 
 
 def synth(cfg) -> dict:
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     DatasetJob(chart, "d", cfg, image=IMAGE)
     (job,) = chart.to_json()
     return job
 
 
 def test_dataset_job_writes_shards_on_fsx(cfg):
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     DatasetJob(chart, "d", cfg, image=IMAGE)
     (job,) = chart.to_json()
     pod = job["spec"]["template"]["spec"]

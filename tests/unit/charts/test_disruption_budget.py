@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import cdk8s
-
 from charts.disruption_budget import TrainingDisruptionBudget
 from charts.names import job_name
 from platform_config import RecoveryMode
-from tests.unit.charts.conftest import synth_job
+from tests.unit.charts.conftest import bare_chart, synth_job
 
 
 def test_the_budget_covers_exactly_the_jobs_pods_and_allows_no_eviction(cfg):
     mode = RecoveryMode.INPROCESS_FT
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     TrainingDisruptionBudget(chart, "b", cfg, mode)
     (pdb,) = chart.to_json()
     assert (pdb["apiVersion"], pdb["kind"]) == ("policy/v1", "PodDisruptionBudget")

@@ -1,13 +1,11 @@
-import cdk8s
-
 from charts.headless_service import HeadlessService
 from charts.names import training_pod_labels
 from platform_config import RecoveryMode
-from tests.unit.charts.conftest import synth_job
+from tests.unit.charts.conftest import bare_chart, synth_job
 
 
 def test_headless_service_selects_every_variant_and_publishes_unready(cfg):
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     HeadlessService(chart, "s", cfg)
     (svc,) = chart.to_json()
     spec = svc["spec"]

@@ -1,9 +1,9 @@
-import cdk8s
 import pytest
 from cdk8s_plus_36 import k8s
 
 from charts.pod_resources import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, pod_resources, resource_quantities
 from platform_config import INSTANCE_TYPES
+from tests.unit.charts.conftest import bare_chart
 
 
 @pytest.mark.parametrize("name", sorted(INSTANCE_TYPES))
@@ -19,7 +19,7 @@ def test_quantities_come_from_the_instance_table(name):
 
 def test_requests_equal_limits_and_render_as_strings():
     it = INSTANCE_TYPES["p5.48xlarge"]
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     k8s.KubePod(chart, "p", spec=k8s.PodSpec(containers=[k8s.Container(name="c", resources=pod_resources(it))]))
     (pod,) = chart.to_json()
     res = pod["spec"]["containers"][0]["resources"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import cdk8s
 import kubernetes_validate
 import pytest
 from cdk8s_plus_36 import k8s
@@ -16,7 +15,7 @@ from charts.pod_security import (
     training_security_context,
 )
 from platform_config import RecoveryMode
-from tests.unit.charts.conftest import IMAGE, synth_job, trainer
+from tests.unit.charts.conftest import IMAGE, bare_chart, synth_job, trainer
 
 TRAINING = {
     "allowPrivilegeEscalation": False,
@@ -28,7 +27,7 @@ TRAINING = {
 
 def as_json(context: k8s.SecurityContext) -> dict:
     """The context as it lands in a manifest (through a real cdk8s synth of a pod)."""
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     k8s.KubePod(
         chart, "p", spec=k8s.PodSpec(containers=[k8s.Container(name="c", image=IMAGE, security_context=context)])
     )
@@ -64,7 +63,7 @@ def test_every_training_job_is_least_privilege(cfg, mode: RecoveryMode) -> None:
 
 
 def test_dataset_job_is_least_privilege(cfg) -> None:
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     DatasetJob(chart, "d", cfg, image=IMAGE)
     (job,) = chart.to_json()
     pod = job["spec"]["template"]["spec"]
@@ -74,7 +73,7 @@ def test_dataset_job_is_least_privilege(cfg) -> None:
 
 
 def test_pod_level_seccomp() -> None:
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     k8s.KubePod(
         chart,
         "p",

@@ -1,15 +1,14 @@
 import hashlib
 import json
 
-import cdk8s
-
 from charts.names import CONFIG_KEY, config_map_name, dataset_dir
 from charts.training_config_map import TrainingConfigMap
 from platform_config import config_from_dict, resolved_json
+from tests.unit.charts.conftest import bare_chart
 
 
 def test_config_map_carries_the_resolved_config_reading_the_prepared_data(cfg):
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     TrainingConfigMap(chart, "c", cfg)
     (cm,) = chart.to_json()
     assert cm["metadata"]["name"] == config_map_name(cfg)
@@ -26,7 +25,7 @@ def test_each_configuration_gets_a_config_map_of_its_own(cfg):
     assert config_map_name(cfg) == config_map_name(config_from_dict({}))  # the same settings, the same name
     name = config_map_name(cfg)
     assert name.startswith("fsdp-train-config-") and len(name) == len("fsdp-train-config-") + 10
-    chart = cdk8s.Testing.chart()
+    chart = bare_chart()
     TrainingConfigMap(chart, "c", cfg)
     (cm,) = chart.to_json()
     assert hashlib.sha256(cm["data"][CONFIG_KEY].encode()).hexdigest()[:10] == name.rsplit("-", 1)[1]

@@ -38,7 +38,7 @@ def test_yaml_is_read_by_nvrx(tmp_path: Path) -> None:
 
 
 RECONNECT_SCRIPT = """
-import os, sys, tempfile, time
+import os, shutil, sys, tempfile, time
 import torch.multiprocessing as mp
 from nvidia_resiliency_ext.fault_tolerance.config import FaultToleranceConfig
 from nvidia_resiliency_ext.fault_tolerance.rank_monitor_server import RankMonitorServer
@@ -108,6 +108,8 @@ if __name__ == "__main__":
     print("closed", mon.client is third, dict(mon.client.timeouts_calc.open_sections), flush=True)
     mon.shutdown()
     server.terminate()
+    server.join()
+    shutil.rmtree(os.path.dirname(sock))
 """
 
 
