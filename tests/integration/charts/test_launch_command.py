@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -60,7 +61,9 @@ def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_
     }
     if warm:  # the supervisor's template is forked from this test process's, as a warm pod's (training.local)
         env[ZYGOTE_ENV] = shared_template()
-    proc = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    with tempfile.TemporaryDirectory(prefix="pod-tmp-") as pod_tmp:  # the container's own /tmp (a short path:
+        env["TMPDIR"] = pod_tmp  # the launchers' AF_UNIX sockets go there), gone with the pod
+        proc = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     records = {}
     for path in Path(run_dir(cfg, mode)).glob("rank-*.jsonl"):
         records[path.name] = [json.loads(line) for line in path.read_text().splitlines()]
