@@ -238,7 +238,7 @@ def finish(run_dir: Path, steps: int, code: int, message: str, wall: float, unre
     if code == 0 and summary and summary["final_step"] >= steps:
         print(
             f"== OK in {wall:.1f}s: step {summary['final_step']}/{steps}, faults injected "
-            f"{summary['faults_injected']}, restarts by layer {summary['restarts_by_layer']}, "
+            f"{summary['faults_injected']}, recovered by layer {summary['restarts_by_layer']}, "
             f"final state sha256 {summary['final_state_sha256'][:16]}... ({summary_path}) ==",
             flush=True,
         )

@@ -121,7 +121,7 @@ def format_table(r: dict[str, Any]) -> str:
         out.append("  no recovered faults")
     rs = r["restarts"]
     causes = ", ".join(f"{k} {v}" for k, v in rs["by_layer_and_cause"].items()) or "none"
-    out += ["", f"Restarts: {rs['total']}  ({causes})"]
+    out += ["", f"Restarts: {rs['total']}  ({causes}); a fault that restarted two layers is one recovery above"]
     ck = r["checkpoint"]
     out += [
         "",

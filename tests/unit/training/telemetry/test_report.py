@@ -35,6 +35,7 @@ def test_report_json_and_table(tmp_path: Path, capsys) -> None:
     assert "  1  exception  8     1     inprocess  0.20      0.30       1.50       2.00" in out
     assert "efficiency              94.7%  (steps/s with / without checkpoints: 0.95 / 1.00)" in out
     assert "1 torn (non-JSON) line(s) skipped" in out
+    assert "Restarts: 1  (inprocess/exception 1); a fault that restarted two layers is one recovery above" in out
 
 
 def test_back_pressure_is_reported_and_warned(tmp_path: Path, capsys) -> None:
