@@ -135,6 +135,8 @@ class Runner:
         try:
             self._prepare(trainer, restart)
             final = trainer.train()
+            with self.hooks.section("checkpoint"):  # the last write, as long as the checkpoint section allows
+                trainer.ckpt.drain(*trainer.ckpt.keepalive)
             self.hooks.pings.release()  # the closing save and teardown are no steps
             self._complete(trainer, final)
             finished = True
@@ -204,6 +206,8 @@ class Runner:
         dev, mem = str(distributed.device()), distributed.device_memory_mb()
         self.events.emit("start", world_size=self.world_size, mode=self.mode.value, device=dev, **mem)
         trainer.setup()
+        # Waits on a write in flight keep the rank alive to ft_launcher and NVRx, within the checkpoint section timeout
+        trainer.ckpt.keepalive = (self.hooks.keepalive, self.cfg.ft.section_timeouts_s["checkpoint"])
         self.clock.lap("model", meta=trainer.on_meta)
         resumed = trainer.restore()
         self.clock.lap("restore")

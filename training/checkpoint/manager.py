@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +19,7 @@ import torch.distributed as dist
 
 from training.checkpoint.backends import make_backend, write_delay
 from training.checkpoint.commit import COMMIT_THREAD, abandon_commits, join_commits
-from training.checkpoint.errors import CheckpointRootMissingError, NoUsableCheckpointError
+from training.checkpoint.errors import CheckpointRootMissingError, CheckpointWriteError, NoUsableCheckpointError
 from training.checkpoint.files import list_committed
 from training.checkpoint.memtier import MemoryTier
 from training.checkpoint.nvrx_async import NvrxAsync, NvrxStaging, abandon_nvrx_saves
@@ -28,6 +29,10 @@ from training.checkpoint.state import AppState
 from training.telemetry.events import EventLog
 
 __all__ = ["COMMIT_THREAD", "CheckpointManager", "abandon_async_saves", "join_commits"]
+
+
+#: Seconds between the polls of :meth:`CheckpointManager.drain`.
+DRAIN_POLL_S = 0.5
 
 
 class CheckpointManager:
@@ -89,6 +94,9 @@ class CheckpointManager:
             if memory_interval_steps > 0
             else None
         )  # fmt: skip
+        #: ``(keepalive, timeout_s)`` for the waits on a write in flight (:meth:`drain`), which the caller's
+        #: watchdogs must see as a live rank; None: :meth:`save`'s back-pressure is a plain wait.
+        self.keepalive: tuple[Callable[[], None], float] | None = None
 
     def _emit(self, event: str, **fields: Any) -> None:
         if self.rank == 0:
@@ -113,8 +121,14 @@ class CheckpointManager:
         return self.saves.in_flight
 
     def save(self, step: int, state: AppState, *, during_write: Callable[[int], None] | None = None) -> None:
-        """Checkpoint ``state`` as step ``step`` to storage (see :meth:`StorageSaves.save`)."""
-        self.saves.save(step, state, during_write=during_write)
+        """Checkpoint ``state`` as step ``step`` to storage (see :meth:`StorageSaves.save`). With :attr:`keepalive`
+        set, its wait for the previous write (back-pressure) is a :meth:`drain`."""
+        waited_s = 0.0
+        if self.keepalive is not None:  # on every rank (a collective), write in flight here or not
+            t0 = time.perf_counter()
+            self.drain(*self.keepalive)
+            waited_s = time.perf_counter() - t0
+        self.saves.save(step, state, during_write=during_write, waited_s=waited_s)
 
     def warm_up(self, state: AppState) -> None:
         """Once per (re)start, after the first optimizer step (see :meth:`StorageSaves.warm_up`)."""
@@ -127,6 +141,24 @@ class CheckpointManager:
     def wait(self) -> None:
         """Block until the storage save in flight is finalized; raises everywhere if it failed."""
         self.saves.wait()
+
+    def drain(self, keepalive: Callable[[], None], timeout_s: float, *, poll_s: float = DRAIN_POLL_S) -> None:
+        """Wait for the storage save in flight with the training loop's per-step poll, calling ``keepalive`` between
+        polls: a run's last write can outlast its last step by minutes (a large model's), longer than the heartbeat
+        and hang timeouts that watch a rank, which would kill a healthy rank and lose the write. After ``timeout_s``
+        (every rank agrees) raise :class:`CheckpointWriteError`. Collective."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            step = self.saves.in_flight
+            self.saves.maybe_finalize()
+            # Agreed, so that every rank polls as often (NVRx's commit ends on each rank's own thread).
+            pending, expired = self.saves.agree([self.saves.in_flight is not None, time.monotonic() >= deadline])
+            if not pending:
+                return
+            if expired:
+                raise CheckpointWriteError(f"the save of step {step} did not finish within {timeout_s:g} s")
+            keepalive()
+            time.sleep(poll_s)
 
     def close(self, *, collective: bool = True) -> None:
         """Finalize the in-flight save and release resources; idempotent. After a collective close (the run is

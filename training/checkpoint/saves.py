@@ -102,15 +102,18 @@ class StorageSaves:
         """Step of the save in flight, if any."""
         return self._inflight.step if self._inflight else None
 
-    def save(self, step: int, state: AppState, *, during_write: Callable[[int], None] | None = None) -> None:
+    def save(
+        self, step: int, state: AppState, *, during_write: Callable[[int], None] | None = None, waited_s: float = 0.0
+    ) -> None:
         """Checkpoint ``state`` as step ``step`` to storage.
 
-        Blocks first until the previous save is finalized (back-pressure: at most one staged copy); that wait is
-        ``backpressure_s`` of ``ckpt_begin`` and part of the save's ``stall_s`` (not of its ``write_s``).
+        Blocks first until the previous save is finalized (back-pressure: at most one staged copy); that wait, plus
+        ``waited_s`` the caller waited for it already, is ``backpressure_s`` of ``ckpt_begin`` and part of the save's
+        ``stall_s`` (not of its ``write_s``).
         ``during_write(step)`` is called while the write is in flight (async) or after the write and before
         the commit (sync): the fault-injection point of the checkpoint phase.
         """
-        t_wait = time.perf_counter()
+        t_wait = time.perf_counter() - waited_s
         self.wait()
         flight = InFlight(step, self.root / (step_dir_name(step) + TMP_SUFFIX), time.perf_counter())
         wait_s = round(flight.t_begin - t_wait, 6)
@@ -201,6 +204,11 @@ class StorageSaves:
             flight.reported = self._fail(flight.step, exc)
         finally:
             flight.done.set()
+
+    def agree(self, values: list[int | bool]) -> list[int]:
+        """The element-wise sum of ``values`` over every rank, from the main thread while a save is in flight (on
+        the poll's own group where torch's write thread runs collectives on ``pg``)."""
+        return all_sum(self.poll_pg if self.poll_pg is not None else self.pg, values)
 
     def maybe_finalize(self) -> None:
         """Non-blocking poll (call every step on every rank): finalizes a finished async save; raises, on every

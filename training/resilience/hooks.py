@@ -15,7 +15,8 @@ from training.resilience.ft_monitor import FtMonitor
 from training.resilience.hang import StepPings
 from training.resilience.stall_dump import StallDump, threshold_s
 
-#: Step intervals (after the first) measured before the step-time check runs.
+#: Step intervals (after the first) measured before the step-time check runs. An interval is the time between two
+#: heartbeats less the non-step sections in it (a checkpoint's stall, an evaluation), which have checks of their own.
 STEP_CHECK_AFTER = 5
 #: Sections that are not steps: NVRx's manual progress timestamp gives them the full soft timeout.
 NON_STEP_SECTIONS = ("checkpoint", "eval")
@@ -63,6 +64,7 @@ class ResilienceHooks:
         #: Set after each restore: the next heartbeat ends the ``first_step`` phase.
         self.clock: PhaseClock | None = None
         self._last_beat: float | None = None
+        self._non_step_s = 0.0  # non-step sections since the last heartbeat
         self._intervals: list[float] = []
         self._checked: set[str] = set()
 
@@ -76,11 +78,13 @@ class ResilienceHooks:
             self.pings.phase()
         with self.monitor.section(name):
             yield
+        elapsed = time.monotonic() - t0
         if name in NON_STEP_SECTIONS:
             self.pings.resume()
+            self._non_step_s += elapsed
         key = {"setup": "init_s", "checkpoint": "checkpoint_s"}.get(name)
         if key and key not in self._checked:
-            self._check(key, time.monotonic() - t0)
+            self._check(key, elapsed)
         if name == "checkpoint":
             self.monitor.at_checkpoint()
 
@@ -93,13 +97,20 @@ class ResilienceHooks:
         self.stall.progress()
         now = time.monotonic()
         if self._last_beat is not None:
-            self._intervals.append(now - self._last_beat)
-        self._last_beat = now
+            self._intervals.append(now - self._last_beat - self._non_step_s)
+        self._last_beat, self._non_step_s = now, 0.0
         if len(self._intervals) == STEP_CHECK_AFTER and "step_s" not in self._checked:
             self._check("step_s", max(self._intervals[1:]))
 
+    def keepalive(self) -> None:
+        """A wait that is progress though no step ends (the last save's write): ft_launcher's heartbeat, and NVRx's
+        progress ping with the full soft timeout (a phase); no step is measured."""
+        self.monitor.heartbeat(-1)
+        self.pings.phase()
+        self.stall.progress()
+
     def reset_step_timing(self) -> None:
-        self._last_beat = None
+        self._last_beat, self._non_step_s = None, 0.0
         self._intervals.clear()
 
     def _check(self, key: str, value: float) -> None:

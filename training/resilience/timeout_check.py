@@ -1,7 +1,8 @@
 """Timeout sanity: configured heartbeat / section / in-process timeouts vs measured times.
 
 Checked once per process at three moments (``training.train`` calls :func:`check`): after setup
-(init time), after the first few steps (step time) and after the first checkpoint (checkpoint time).
+(init time), after the first few steps (step time: the time between two heartbeats less the checkpoint and
+evaluation sections in it, which have timeouts of their own) and after the first checkpoint (checkpoint time).
 A timeout below the measured time is certain to misfire: an error (:class:`TimeoutConfigError`,
 exit code CONFIG). A timeout below ``margin`` x the measured time is a warning. Static ordering rules
 between the layers are checked by :func:`check_static`.
@@ -57,7 +58,10 @@ def _limits(cfg: Any, inprocess: bool, ft_launcher: bool) -> dict[str, list[tupl
             ("ft.section_timeouts_s.step", ft.section_timeouts_s["step"]),
             ("ft.rank_out_of_section_timeout_s", ft.rank_out_of_section_timeout_s),
         ]
-        out["checkpoint_s"] += [("ft.section_timeouts_s.checkpoint", ft.section_timeouts_s["checkpoint"])]
+        out["checkpoint_s"] += [
+            ("ft.section_timeouts_s.checkpoint", ft.section_timeouts_s["checkpoint"]),
+            ("ft.rank_heartbeat_timeout_s", ft.rank_heartbeat_timeout_s),  # a checkpoint lies between two heartbeats
+        ]
     if inprocess:
         ip = cfg.inprocess
         for key in out:

@@ -119,6 +119,33 @@ def test_a_sync_save_stalls_the_loop_until_its_commit_is_done(tmp_path: Path) ->
     assert all(s["stall_s"] >= c["write_s"] for s, c in zip(staged, committed, strict=True))
 
 
+def _one_slow_save(root: Path) -> CheckpointManager:
+    """A manager with the async save of step 1 in flight, its write held 1.5 s."""
+    mgr = _manager(root, "async", write_delay_s=1.5)
+    state = tiny_app_state(0)
+    tiny_train_step(state)
+    mgr.save(1, state)
+    return mgr
+
+
+def test_a_drain_keeps_the_rank_alive_until_the_write_commits(tmp_path: Path) -> None:
+    """The wait on a write in flight calls the keepalive between its polls, and returns once the write committed."""
+    mgr = _one_slow_save(tmp_path / "ckpt")
+    beats: list[int] = []
+    mgr.drain(lambda: beats.append(1), timeout_s=60, poll_s=0.05)
+    assert mgr.in_flight is None and [s for s, _ in list_committed(tmp_path / "ckpt")] == [1]
+    assert beats  # at least one poll found the 1.5 s write still running
+    mgr.close()
+
+
+def test_a_drain_past_its_timeout_is_a_checkpoint_write_error(tmp_path: Path) -> None:
+    mgr = _one_slow_save(tmp_path / "ckpt")
+    with pytest.raises(CheckpointWriteError, match=r"the save of step 1 did not finish within 0\.1 s"):
+        mgr.drain(lambda: None, timeout_s=0.1, poll_s=0.05)
+    mgr.close(collective=False)  # the error path: this rank's own write still commits (nothing lost)
+    assert [s for s, _ in list_committed(tmp_path / "ckpt")] == [1]
+
+
 def test_async_save_snapshots_the_state_at_save_time(tmp_path: Path) -> None:
     root = tmp_path / "ckpt"
     mgr = _manager(root, "async", write_delay_s=0.2)
