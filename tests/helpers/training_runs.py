@@ -291,8 +291,10 @@ def torchrun(
 
     # A port of its own for the in-process layer's store too: on the config's fixed one, an in-process run of the
     # other test process joined this one's barrier (NVRx's BarrierOverflow, arrived_ranks=[0, 0, 1, 1]).
-    env = {STORE_PORT_ENV: str(free_port()), **(env or child_env()), SOCKET_ENV: shared_template()}
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+    # A TMPDIR of its own, removed after it, as a pod's /tmp: torchrun never removes its torchelastic_* directory.
+    with tempfile.TemporaryDirectory(prefix="torchrun-") as tmp:
+        env = {STORE_PORT_ENV: str(free_port()), **(env or child_env()), "TMPDIR": tmp, SOCKET_ENV: shared_template()}
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"torchrun exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}"
