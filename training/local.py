@@ -138,9 +138,6 @@ def launch(args: argparse.Namespace) -> int:
             # The workers share this machine's /dev/shm: one memory-tier scope per launch, removed after it, as a
             # pod's /dev/shm (an emptyDir of medium Memory) lives and dies with the pod.
             env[SCOPE_ENV] = scope = f"local{os.getpid()}a{attempt}"
-            # Its own /tmp too (TMPDIR), removed after it as a pod's goes with the pod: the launchers' sockets and
-            # log directories (torchrun never removes its torchelastic_*, a killed launcher no socket) stay in it.
-            env["TMPDIR"] = launch_tmp = tempfile.mkdtemp(prefix=f"training-local-{os.getpid()}a{attempt}-")
             if attempt:
                 print(f"[{time.monotonic() - t0:6.1f}s] JOB   pod restart (attempt {attempt}), as Kubernetes would")
             clear_exit_status(run_dir)
@@ -150,12 +147,16 @@ def launch(args: argparse.Namespace) -> int:
             logf.flush()
             # A pod's worker template (job.prefork_workers) lives and dies with the pod: one per attempt, unless the
             # caller keeps one (--template: the test suite's, which imports the training code once per test worker).
-            template = start_template(run_dir, env, logf) if prefork and not shared else None
-            try:
-                rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)
-            finally:
-                stop_template(template)
-                shutil.rmtree(launch_tmp, ignore_errors=True)
+            # Its own /tmp too (TMPDIR), removed after it as a pod's goes with the pod: the launchers' sockets and
+            # log directories (torchrun never removes its torchelastic_*, a killed launcher no socket) stay in it.
+            prefix = f"training-local-{os.getpid()}a{attempt}-"
+            with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as launch_tmp:
+                env["TMPDIR"] = launch_tmp
+                template = start_template(run_dir, env, logf) if prefork and not shared else None
+                try:
+                    rc = subprocess.call([*launcher, *worker], env=env, stdout=logf, stderr=logf)
+                finally:
+                    stop_template(template)
             remove_scope(scope)
             code, message = translate_launcher_exit(
                 rc, run_dir, cfg.ft.unrecoverable_exit_code, restarts_exhausted=layers.ft_launcher
