@@ -207,7 +207,10 @@ class Runner:
         self.events.emit("start", world_size=self.world_size, mode=self.mode.value, device=dev, **mem)
         trainer.setup()
         # Waits on a write in flight keep the rank alive to ft_launcher and NVRx, within the checkpoint section timeout
-        trainer.ckpt.keepalive = (self.hooks.keepalive, self.cfg.ft.section_timeouts_s["checkpoint"])
+        trainer.ckpt.keepalive = (
+            self.hooks.keepalive,
+            timeout_check.checkpoint_wait_s(self.cfg.ft.section_timeouts_s["checkpoint"]),
+        )
         self.clock.lap("model", meta=trainer.on_meta)
         resumed = trainer.restore()
         self.clock.lap("restore")

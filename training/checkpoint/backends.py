@@ -108,8 +108,8 @@ class Backend:
     def drain(self, agree: Callable[[bool], bool], wait_s: float) -> None:
         """Block until this rank's write finished (collective where the backend's finalize is)."""
 
-    def close(self, *, collective: bool) -> None:
-        """Release the backend's resources."""
+    def close(self, *, collective: bool, given_up: bool = False) -> None:
+        """Release the backend's resources. ``given_up``: a write was given up still running (the error path)."""
 
 
 class TorchAsync(Backend):
@@ -122,8 +122,9 @@ class TorchAsync(Backend):
         fut = dcp.async_save(state_dict, storage_writer=self.writer(flight.tmp), process_group=pg)
         fut.add_done_callback(lambda f: write_done(flight, f.result))
 
-    def close(self, *, collective: bool) -> None:
-        join_dcp_threads()
+    def close(self, *, collective: bool, given_up: bool = False) -> None:
+        if not given_up:  # a write given up runs on, unjoined, until the process ends or the next close joins it
+            join_dcp_threads()
 
 
 class Nvrx(Backend):
@@ -154,7 +155,7 @@ class Nvrx(Backend):
         assert self.nvrx is not None
         self.nvrx.finalize(blocking=True, agree=agree, wait_s=wait_s)
 
-    def close(self, *, collective: bool) -> None:
+    def close(self, *, collective: bool, given_up: bool = False) -> None:
         if self.nvrx is not None:
             self.nvrx.close(collective=collective)
 

@@ -15,6 +15,15 @@ class CheckpointWriteError(CheckpointStorageError):
     """A checkpoint could not be written or committed (ENOSPC, unwritable directory, I/O error)."""
 
 
+class CheckpointWriteOverdueError(CheckpointWriteError):
+    """A write in flight outlasted the wait the checkpoint section allows (every rank agreed), raised by the rank on
+    its training thread before ft_launcher's section timeout would kill it: the section it was raised in is closed
+    as it propagates (``ends_section``, read by :meth:`training.resilience.ft_monitor.FtMonitor.section`), so the
+    error path's wait for the write runs against the heartbeat only, and the rank exits with its cause (21)."""
+
+    ends_section = True
+
+
 class CheckpointPeerError(CheckpointWriteError):
     """A save failed on other ranks only, because they were stopped (SIGTERM: an eviction, their launcher stopping
     them) or lost a peer during it; this rank's own write was fine. Exits as a lost peer (14), not a storage fault:

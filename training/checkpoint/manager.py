@@ -19,20 +19,16 @@ import torch.distributed as dist
 
 from training.checkpoint.backends import make_backend, write_delay
 from training.checkpoint.commit import COMMIT_THREAD, abandon_commits, join_commits
-from training.checkpoint.errors import CheckpointRootMissingError, CheckpointWriteError, NoUsableCheckpointError
+from training.checkpoint.errors import CheckpointRootMissingError, CheckpointWriteOverdueError, NoUsableCheckpointError
 from training.checkpoint.files import list_committed
 from training.checkpoint.memtier import MemoryTier
 from training.checkpoint.nvrx_async import NvrxAsync, NvrxStaging, abandon_nvrx_saves
 from training.checkpoint.restore import StorageRestore
-from training.checkpoint.saves import StorageSaves
+from training.checkpoint.saves import DRAIN_POLL_S, KeepAlive, StorageSaves
 from training.checkpoint.state import AppState
 from training.telemetry.events import EventLog
 
 __all__ = ["COMMIT_THREAD", "CheckpointManager", "abandon_async_saves", "join_commits"]
-
-
-#: Seconds between the polls of :meth:`CheckpointManager.drain`.
-DRAIN_POLL_S = 0.5
 
 
 class CheckpointManager:
@@ -96,7 +92,7 @@ class CheckpointManager:
         )  # fmt: skip
         #: ``(keepalive, timeout_s)`` for the waits on a write in flight (:meth:`drain`), which the caller's
         #: watchdogs must see as a live rank; None: :meth:`save`'s back-pressure is a plain wait.
-        self.keepalive: tuple[Callable[[], None], float] | None = None
+        self.keepalive: KeepAlive | None = None
 
     def _emit(self, event: str, **fields: Any) -> None:
         if self.rank == 0:
@@ -146,7 +142,7 @@ class CheckpointManager:
         """Wait for the storage save in flight with the training loop's per-step poll, calling ``keepalive`` between
         polls: a run's last write can outlast its last step by minutes (a large model's), longer than the heartbeat
         and hang timeouts that watch a rank, which would kill a healthy rank and lose the write. After ``timeout_s``
-        (every rank agrees) raise :class:`CheckpointWriteError`. Collective."""
+        (every rank agrees) raise :class:`CheckpointWriteOverdueError`. Collective."""
         deadline = time.monotonic() + timeout_s
         while True:
             step = self.saves.in_flight
@@ -156,7 +152,7 @@ class CheckpointManager:
             if not pending:
                 return
             if expired:
-                raise CheckpointWriteError(f"the save of step {step} did not finish within {timeout_s:g} s")
+                raise CheckpointWriteOverdueError(f"the save of step {step} did not finish within {timeout_s:g} s")
             keepalive()
             time.sleep(poll_s)
 
@@ -165,13 +161,13 @@ class CheckpointManager:
         over) the memory tier's buffers are removed.
 
         ``collective=False`` (on an error path, peers may be gone): wait only for this rank's own write
-        (rank 0 still commits a complete checkpoint) and never raise.
+        (rank 0 still commits a complete checkpoint), with :attr:`keepalive` for at most its timeout, and never raise.
         """
         if self._closed:
             return
         self._closed = True
         try:
-            self.saves.close(collective=collective)
+            self.saves.close(collective=collective, keepalive=None if collective else self.keepalive)
             if collective and self.memory is not None:
                 self.memory.release()
         finally:

@@ -37,6 +37,12 @@ from training.common.peer_errors import lost_peer_behind
 from training.common.terminated import Terminated
 from training.telemetry.events import EventLog
 
+#: Seconds between the checks of a wait on a write in flight that keeps the rank alive (:meth:`CheckpointManager.drain`,
+#: the error path's wait in :meth:`StorageSaves.close`).
+DRAIN_POLL_S = 0.5
+#: ``(keepalive, timeout_s)``: what a wait on a write calls between its checks, and how long it may wait.
+KeepAlive = tuple[Callable[[], None], float]
+
 
 class StorageSaves:
     """This rank's storage saves under ``root`` through ``io``. Collective on the checkpoint group ``pg``: every rank
@@ -171,10 +177,10 @@ class StorageSaves:
         when it fails; the ranks raise it together at the next :meth:`maybe_finalize`.
         """
         try:
+            if flight.abandoned:  # given up on: whatever ended its write (its process group gone, say) is moot
+                raise CheckpointError(f"save of step {flight.step} was abandoned; not committed")
             if check is not None:
                 check()
-            if flight.abandoned:
-                raise CheckpointError(f"save of step {flight.step} was abandoned; not committed")
         except BaseException as exc:
             flight.error = exc
             flight.reported = self._fail(flight.step, exc)
@@ -252,9 +258,11 @@ class StorageSaves:
                 step, err or OSError("async checkpoint write failed on another rank")
             )
 
-    def close(self, *, collective: bool) -> None:
+    def close(self, *, collective: bool, keepalive: KeepAlive | None = None) -> None:
         """Finalize the save in flight. ``collective=False`` (an error path, peers may be gone): wait only for this
-        rank's own write (rank 0 still commits a complete checkpoint) and never raise."""
+        rank's own write (rank 0 still commits a complete checkpoint; see :func:`wait_own_write` for ``keepalive``)
+        and never raise."""
+        finished = True
         try:
             if collective:
                 self.wait()
@@ -264,13 +272,46 @@ class StorageSaves:
                 # commit has started is let finish (nothing lost).
                 flight.abandoned = self.io.nvrx is not None
                 if self.io.nvrx is None or flight.commit_thread is not None:
-                    flight.done.wait()
-                    join_dcp_threads()
+                    finished = wait_own_write(flight, keepalive, self.rank)
+                    if finished:
+                        join_dcp_threads()
         finally:
-            self.io.close(collective=collective)
+            self.io.close(collective=collective, given_up=not finished)
             if collective and self.poll_pg is not None and dist.is_initialized():
                 dist.destroy_process_group(self.poll_pg)
             self.poll_pg = None
+
+
+def wait_own_write(flight: InFlight, keepalive: KeepAlive | None, rank: int) -> bool:
+    """An error path's wait for this rank's own write (and rank 0's commit); whether it finished. With ``keepalive``
+    ``(ping, timeout_s)`` it pings between checks (the rank's watchdogs, which see no step any more, killed it
+    mid-wait with no cause recorded) and gives the save up after ``timeout_s``: it is never committed, and its write
+    runs on until the process ends. Without, it waits as long as the write takes. A SIGTERM meanwhile (the launcher
+    stopping the group when a peer exited first) does not cut the wait short: it is raised once the wait ends."""
+    ping, timeout_s = keepalive if keepalive is not None else (lambda: None, float("inf"))
+    deadline = time.monotonic() + timeout_s
+    stopped: Terminated | None = None
+    finished = True
+    while True:
+        try:
+            if flight.done.wait(DRAIN_POLL_S):
+                break
+        except Terminated as exc:  # taken once (the handler ignores a second SIGTERM)
+            stopped = exc
+            continue
+        if time.monotonic() >= deadline:
+            flight.abandoned, finished = True, False
+            print(
+                f"[checkpoint] rank {rank}: the save of step {flight.step} is given up: its write was still running "
+                f"{timeout_s:g} s into the error path's wait; it is not committed",
+                flush=True,
+            )
+            break
+        with contextlib.suppress(Exception):  # a watchdog gone already (the error path) must not end the wait
+            ping()
+    if stopped is not None:
+        raise stopped
+    return finished
 
 
 def _local_bytes(obj: Any) -> int:

@@ -142,11 +142,16 @@ class FtMonitor:
         self._open.add(name)
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
             # Nothing is sent here: while NVRx terminates an iteration the guard would spin, and NVRx keeps raising its
             # restart exception into code that runs meanwhile, so a message sent now is likely cut short. The section
-            # is closed by :meth:`end_all_sections` at the in-process re-entry, or by the process's exit.
+            # is closed by :meth:`end_all_sections` at the in-process re-entry, or by the process's exit. Unless the
+            # rank raised the error itself, on this thread, to end the section before its timeout (``ends_section``:
+            # a write that outlasted the checkpoint section, whose error path still waits for the write).
             self._open.discard(name)
+            if getattr(exc, "ends_section", False):
+                with contextlib.suppress(Exception):  # the error, not a failed message, is what propagates
+                    self._send("end_section", name, retry=False)
             raise
         if name in self._open:  # (a reconnect meanwhile closed every section)
             self._open.discard(name)

@@ -1,5 +1,6 @@
 """Which layer restarted this worker, and for which fault: read from the environment the launchers set, the run's
-persisted fault state and this rank's last entry into training (``<run_dir>/faults/start.rank<R>.json``).
+persisted fault state, the exit status a worker of this launch recorded, and this rank's last entry into training
+(``<run_dir>/faults/start.rank<R>.json``).
 
 The fault state is every ``<run_dir>/faults/fired.*.json``: each rank's injector writes ``fired.rank<R>.json``, the
 local cluster's controller writes :data:`NODE_FAULTS_FILE` for the node faults it fires. A fault is the cause of a
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from training.common.files import atomic_write_json
+from training.resilience.exit_codes import EXIT_STATUS_FILE, read_exit_status
 from training.telemetry.events import env_int
 
 #: The node faults (node loss, eviction) the local cluster's controller fired: fault key -> ns, as a rank's record.
@@ -30,6 +32,20 @@ def newest_fault_since(run_dir: Path, since_ns: int) -> str | None:
                 if int(ns) > since_ns and (newest is None or int(ns) > newest[0]):
                     newest = (int(ns), key.split("@", 1)[0])
     return newest[1] if newest else None
+
+
+def recorded_cause_since(run_dir: Path, since_ns: int) -> str | None:
+    """The cause a worker of this launch recorded at its exit (``exit_status.json``) after ``since_ns``: why
+    ft_launcher restarted the workers when no injected fault says (a storage error, the code's own exception). Not
+    ``peer_lost``: that is a survivor's view of a rank that recorded nothing (SIGKILLed)."""
+    try:
+        if (run_dir / EXIT_STATUS_FILE).stat().st_mtime_ns <= since_ns:
+            return None
+    except FileNotFoundError:
+        return None
+    status = read_exit_status(run_dir) or {}
+    cause = status.get("cause")
+    return str(cause) if cause and cause != "peer_lost" else None
 
 
 def previous_start_ns(run_dir: Path, rank: int) -> int:
@@ -80,7 +96,8 @@ def restart_layer(
     # the count does not show).
     again = entered_ns > env_int("POD_LAUNCH_NS") > 0
     if layers.ft_launcher and (env_int("TORCHELASTIC_RESTART_COUNT") > 0 or again):
-        return "ft_launcher", newest_fault_since(run_dir, entered_ns) or "worker_failure"
+        cause = newest_fault_since(run_dir, entered_ns) or recorded_cause_since(run_dir, entered_ns)
+        return "ft_launcher", cause or "worker_failure"
     if again:  # torchrun: a membership change, part of the job layer's recovery
         return "job", newest_fault_since(run_dir, entered_ns) or "peer_lost"
     if (env_int("JOB_ATTEMPT") > 0 or env_int("POD_RELAUNCH") > 0) and entered_ns:

@@ -19,6 +19,13 @@ from training.resilience.exit_codes import UnrecoverableError
 DEFAULT_MARGIN = 2.0
 
 
+def checkpoint_wait_s(section_s: float) -> float:
+    """How long a rank waits on a write in flight inside a checkpoint section of ``section_s``: a tenth (at least
+    2 s, at most half) short of it, so that the rank gives the write up and says why (exit 21) before ft_launcher's
+    monitor, which checks the section's time every few seconds, kills it with no cause recorded."""
+    return section_s - min(max(2.0, section_s / 10), section_s / 2)
+
+
 class TimeoutConfigError(UnrecoverableError):
     """A configured timeout is certain to misfire; restarting cannot help."""
 

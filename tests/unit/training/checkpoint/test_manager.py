@@ -42,6 +42,7 @@ from training.checkpoint.files import (
 )
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import state_digest
+from training.resilience.exit_codes import classify
 from training.telemetry.events import EventLog, read_events
 
 #: Deadline of the checkpoint group's collectives in these one-rank tests (never reached).
@@ -139,9 +140,13 @@ def test_a_drain_keeps_the_rank_alive_until_the_write_commits(tmp_path: Path) ->
 
 
 def test_a_drain_past_its_timeout_is_a_checkpoint_write_error(tmp_path: Path) -> None:
+    """It ends the checkpoint section as it propagates (``ends_section``), exits 21 (``checkpoint_write``: its name
+    must not read as a lost peer's timeout), and the error path's wait with the keepalive still commits the write."""
     mgr = _one_slow_save(tmp_path / "ckpt")
-    with pytest.raises(CheckpointWriteError, match=r"the save of step 1 did not finish within 0\.1 s"):
+    mgr.keepalive = (lambda: None, 30.0)
+    with pytest.raises(CheckpointWriteError, match=r"the save of step 1 did not finish within 0\.1 s") as err:
         mgr.drain(lambda: None, timeout_s=0.1, poll_s=0.05)
+    assert err.value.ends_section and classify(err.value) == "checkpoint_write"
     mgr.close(collective=False)  # the error path: this rank's own write still commits (nothing lost)
     assert [s for s, _ in list_committed(tmp_path / "ckpt")] == [1]
 

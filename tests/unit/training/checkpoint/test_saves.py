@@ -1,16 +1,22 @@
 """Storage saves (``training.checkpoint.saves``) on a real one-rank gloo group: a failed async save is reported when
-it fails and raised at the next step, not at the next save."""
+it fails and raised at the next step, not at the next save; the error path's wait for a rank's own write."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.training_runs import single_process_group, tiny_app_state
+from training.checkpoint.backends import InFlight, join_dcp_threads
 from training.checkpoint.errors import CheckpointWriteError
 from training.checkpoint.files import TMP_SUFFIX, list_committed, step_dir_name
 from training.checkpoint.manager import CheckpointManager
+from training.checkpoint.saves import wait_own_write
+from training.common.terminated import Terminated
 from training.telemetry.events import EventLog, read_events
 
 
@@ -36,3 +42,57 @@ def test_a_failed_async_write_is_reported_when_it_fails_and_raised_at_the_next_s
         mgr.maybe_finalize()  # the next step's poll raises it: no save has to come first
     assert mgr.in_flight is None and list_committed(root) == []
     mgr.close()
+
+
+def _slow_save(tmp_path: Path, delay_s: float) -> tuple[CheckpointManager, InFlight]:
+    """A one-rank async save of step 1 in flight, its write held ``delay_s``."""
+    mgr = CheckpointManager(
+        tmp_path / "ckpt", "async", 3, EventLog(tmp_path, rank=0), 0, 1, collective_timeout_s=10,
+        write_delay_s=delay_s,
+    )  # fmt: skip
+    mgr.save(1, tiny_app_state(0))
+    flight = mgr.saves._inflight
+    assert flight is not None
+    return mgr, flight
+
+
+def test_the_error_path_keeps_the_rank_alive_until_its_own_write_commits(tmp_path: Path) -> None:
+    """Session 25's SIGKILL: the error path waited for the write with no sign of life, past the watchdogs."""
+    mgr, _ = _slow_save(tmp_path, 1.5)
+    pings: list[int] = []
+    mgr.saves.close(collective=False, keepalive=(lambda: pings.append(1), 60.0))
+    assert pings and [s for s, _ in list_committed(tmp_path / "ckpt")] == [1]
+    mgr.close(collective=False)
+
+
+def test_the_error_path_gives_a_write_up_past_its_bound_and_it_never_commits(tmp_path: Path, capsys) -> None:
+    mgr, flight = _slow_save(tmp_path, 4.0)
+    mgr.saves.close(collective=False, keepalive=(lambda: None, 0.1))
+    assert not flight.done.is_set() and flight.abandoned  # returned with the write still held
+    assert "the save of step 1 is given up: its write was still running 0.1 s into" in capsys.readouterr().out
+    assert flight.done.wait(30)  # the write ends later ...
+    join_dcp_threads()
+    assert list_committed(tmp_path / "ckpt") == []  # ... and is not committed
+    mgr.close(collective=False)
+
+
+def test_a_sigterm_during_the_error_path_s_wait_is_raised_once_the_write_is_done(tmp_path: Path) -> None:
+    """The launcher SIGTERMs the group when a peer exits first: rank 0, still committing, exited 143 with the save
+    lost (session 26, ft-launcher with a 45 s write). The signal handler's exception waits for the write now."""
+    flight = InFlight(1, tmp_path / "step.tmp", 0.0)
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated("SIGTERM (test)")
+
+    previous = signal.signal(signal.SIGUSR2, handler)
+    timers = [threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR2)), threading.Timer(1.2, flight.done.set)]
+    try:
+        for t in timers:
+            t.start()
+        with pytest.raises(Terminated):
+            wait_own_write(flight, (lambda: None, 60.0), 0)
+        assert flight.done.is_set()  # raised after the write finished, not when the signal came
+    finally:
+        for t in timers:
+            t.join()
+        signal.signal(signal.SIGUSR2, previous)

@@ -3,12 +3,14 @@ or a node fault the local cluster's controller fired; a fault an earlier restart
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from platform_config.schema import MODE_LAYERS, RecoveryMode
 from training.common.files import atomic_write_json
+from training.resilience.exit_codes import write_exit_status
 from training.resilience.restarts import (
     newest_fault_since,
     previous_start_ns,
@@ -51,3 +53,16 @@ def test_an_in_process_recovery_moves_the_next_process_s_horizon(
     assert restart_layer(layers, tmp_path, entered, 0, None) == ("job", "pod_failure")
     record_node_fault(tmp_path, "node-loss@100:0", 800)
     assert restart_layer(layers, tmp_path, entered, 0, None) == ("job", "node-loss")
+
+
+@pytest.mark.parametrize(
+    ("cause", "expected"), [("checkpoint_write", "checkpoint_write"), ("peer_lost", "worker_failure")]
+)
+def test_an_ft_launcher_restart_names_the_cause_a_worker_recorded(tmp_path, monkeypatch, cause, expected) -> None:
+    """No injected fault: the cause is what a worker of the launch recorded at its exit after this rank's last entry
+    (a survivor's ``peer_lost`` says nothing of the rank that failed); an older record is another restart's."""
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    write_exit_status(tmp_path, 21, cause, "the save of step 8 did not finish within 27 s", 1)
+    layers = MODE_LAYERS[RecoveryMode.FT_LAUNCHER]
+    assert restart_layer(layers, tmp_path, 500, 0, None) == ("ft_launcher", expected)
+    assert restart_layer(layers, tmp_path, time.time_ns() + 10**9, 0, None) == ("ft_launcher", "worker_failure")

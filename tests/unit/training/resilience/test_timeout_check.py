@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from platform_config import load_config
-from training.resilience.timeout_check import Measured, TimeoutConfigError, check, check_static, enforce
+from training.resilience.timeout_check import (
+    Measured,
+    TimeoutConfigError,
+    check,
+    check_static,
+    checkpoint_wait_s,
+    enforce,
+)
 
 
 def test_measured_times_against_timeouts() -> None:
@@ -36,3 +43,9 @@ def test_static_layer_ordering() -> None:
     tight_ft = cfg.ft.model_copy(update={"rank_heartbeat_timeout_s": 5.0})
     findings = check_static(cfg.model_copy(update={"ft": tight_ft}), inprocess=True, ft_launcher=True)
     assert [f.field for f in findings] == ["inprocess.hard_timeout_s"]
+
+
+@pytest.mark.parametrize(("section_s", "wait_s"), [(30.0, 27.0), (8.0, 6.0), (3.0, 1.5), (1200.0, 1080.0)])
+def test_a_rank_gives_up_on_a_write_a_tenth_before_its_checkpoint_section_ends(section_s, wait_s) -> None:
+    """A tenth short of the section, at least 2 s (8 s -> 6 s) and at most half of it (3 s -> 1.5 s)."""
+    assert checkpoint_wait_s(section_s) == pytest.approx(wait_s)
