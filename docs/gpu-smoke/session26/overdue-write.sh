@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # NOT RUN YET: written in session 26, when no device machine was lent; run it when one is (results beside it).
-# Session 26 (1 x H200, the only kind lent; NVRx 0.7.0): the checkpoint section's bound on CUDA, NVRx's async path.
+# For 1 x H200 (NVRx 0.7.0): the checkpoint section's bound on CUDA, NVRx's async path.
 # 1. A 40 s write against the CUDA-scaled local section (30 s x 2.5 = 75 s; the rank waits 67.5 s): completes with
 #    no restart (session 25's result, with the new bound).
 # 2. A 25 s write against an 8 s local section (20 s on CUDA; the rank waits 18 s), every write: each attempt is the
