@@ -161,7 +161,8 @@ class CheckpointManager:
         over) the memory tier's buffers are removed.
 
         ``collective=False`` (on an error path, peers may be gone): wait only for this rank's own write
-        (rank 0 still commits a complete checkpoint), with :attr:`keepalive` for at most its timeout, and never raise.
+        (rank 0 still commits a complete checkpoint), with :attr:`keepalive` for at most its timeout, and raise
+        nothing but a SIGTERM taken meanwhile.
         """
         if self._closed:
             return

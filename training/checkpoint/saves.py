@@ -261,7 +261,7 @@ class StorageSaves:
     def close(self, *, collective: bool, keepalive: KeepAlive | None = None) -> None:
         """Finalize the save in flight. ``collective=False`` (an error path, peers may be gone): wait only for this
         rank's own write (rank 0 still commits a complete checkpoint; see :func:`wait_own_write` for ``keepalive``)
-        and never raise."""
+        and raise nothing but a SIGTERM taken meanwhile (once the wait is over)."""
         finished = True
         try:
             if collective:
