@@ -35,14 +35,15 @@ def test_writes_slower_than_the_hang_timeouts_finish_the_run_without_a_restart(t
     assert not [e for e in events if e["event"] in ("restart_begin", "ckpt_failed")]
 
 
-#: One save (step 8, the last: the interval is past the run) in a checkpoint section of 8 s: the rank waits on the
-#: write for 6 s (:func:`~training.resilience.timeout_check.checkpoint_wait_s`), ft_launcher would kill it at 8 s.
-SECTIONS_S = {"setup": 60.0, "step": 15.0, "checkpoint": 8.0}
+#: One save (step 8, the last: the interval is past the run) in a checkpoint section of 10 s: the rank waits on the
+#: write for 8 s (:func:`~training.resilience.timeout_check.checkpoint_wait_s`), ft_launcher would kill it at 10 s;
+#: the error path waits 8 s more, and the 12 s write ends about 4 s before that.
+SECTIONS_S = {"setup": 60.0, "step": 15.0, "checkpoint": 10.0}
 
 
 @pytest.mark.parametrize(("mode", "layer"), [("inprocess-ft", "inprocess"), ("ft-launcher", "ft_launcher")])
 def test_a_write_past_the_checkpoint_section_is_a_storage_fault_whose_write_still_commits(tmp_path, mode, layer):
-    """A 10 s write: at 6 s every rank gives up waiting (``checkpoint_write``, exit 21 where the worker exits) and
+    """A 12 s write: at 8 s every rank gives up waiting (``checkpoint_write``, exit 21 where the worker exits) and
     ends the section; the error path's wait, kept alive, lets the write finish and rank 0 commit it; the layer of
     the mode restarts the ranks, which restore step 8 from storage and finish. Before: SIGKILLed mid-wait by the
     section timeout (or the in-process hard timeout) with no cause recorded, the write lost, the work redone."""
@@ -50,7 +51,7 @@ def test_a_write_past_the_checkpoint_section_is_a_storage_fault_whose_write_stil
     config["checkpoint"]["interval_steps"] = 10
     config["local"] = {"ft": {"section_timeouts_s": SECTIONS_S}}
     run_dir = tmp_path / "run"
-    proc = local_run(run_dir, steps=8, mode=mode, config=config, env=child_env(TRAINING_CKPT_WRITE_DELAY_S="10"))
+    proc = local_run(run_dir, steps=8, mode=mode, config=config, env=child_env(TRAINING_CKPT_WRITE_DELAY_S="12"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["restarts_by_layer"] == {"inprocess": 0, "ft_launcher": 0, "job": 0} | {layer: 1}
@@ -62,4 +63,4 @@ def test_a_write_past_the_checkpoint_section_is_a_storage_fault_whose_write_stil
     assert {(e["from_step"], e["tier"]) for e in events if e["event"] == "restore" and e["from_step"]} == {
         (8, "storage")
     }
-    assert "the save of step 8 did not finish within 6 s" in (run_dir / "launcher.log").read_text()
+    assert "the save of step 8 did not finish within 8 s" in (run_dir / "launcher.log").read_text()
