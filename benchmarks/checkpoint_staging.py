@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, fmt, report, step_throughput, workers
+from benchmarks.common import REPO, call_torchrun, fmt, report, step_throughput, workers
 from training.common.prefork import SOCKET_ENV
 from training.telemetry.events import read_events
 
@@ -138,7 +138,7 @@ def _launch(args: argparse.Namespace, variant: str, nproc: int) -> int:
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     shutil.rmtree(_run_dir(args, variant), ignore_errors=True)
     try:
-        rc = subprocess.call(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": path}, timeout=args.timeout)
+        rc = call_torchrun(cmd, {**os.environ, "PYTHONPATH": path}, timeout_s=args.timeout)
     except subprocess.TimeoutExpired:
         rc = 124
     shutil.rmtree(_run_dir(args, variant) / "checkpoints", ignore_errors=True)  # the next variant needs the space

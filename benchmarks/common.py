@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,14 @@ def _run_group(cmd: list[str], out: Any, timeout_s: float) -> int:
     finally:
         if main:
             signal.signal(signal.SIGTERM, previous)
+
+
+def call_torchrun(cmd: list[str], env: dict[str, str], timeout_s: float | None = None) -> int:
+    """``subprocess.call`` of a ``torchrun`` command line from the repository root, in a TMPDIR of its own removed
+    after it, as a pod's /tmp: torchrun never removes its ``torchelastic_*`` directory. Raises
+    :class:`subprocess.TimeoutExpired` past ``timeout_s``."""
+    with tempfile.TemporaryDirectory(prefix="torchrun-", ignore_cleanup_errors=True) as tmp:
+        return subprocess.call(cmd, cwd=REPO, env={**env, "TMPDIR": tmp}, timeout=timeout_s)
 
 
 def stop_group(proc: subprocess.Popen[Any], grace_s: float = 10.0) -> None:

@@ -17,12 +17,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO
+from benchmarks.common import REPO, call_torchrun
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -85,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd += ["-m", "benchmarks.restore_verify", "--worker", "--gb", str(args.gb), "--repeats", str(args.repeats)]
     cmd += ["--out", str(args.out)]
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    rc = subprocess.call(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""})
+    rc = call_torchrun(cmd, {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""})
     if rc:
         print(f"FAILED (exit {rc})", flush=True)
         return rc

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from benchmarks.common import fmt, step_throughput, workers
+from benchmarks.common import call_torchrun, fmt, step_throughput, workers
 
 
 def _write(run_dir: Path, steps: list[tuple[float, int]]) -> None:
@@ -39,3 +40,16 @@ def test_workers_on_cpu_says_it_is_the_fallback() -> None:
 def test_fmt() -> None:
     assert fmt(None) == "-"
     assert fmt(0.1234, ".1%") == "12.3%"
+
+
+def test_a_torchrun_launch_gets_a_tmpdir_of_its_own_removed_after_it(tmp_path: Path) -> None:
+    """torchrun never removes its ``torchelastic_*`` directory: a suite left 4 in /tmp (session 26), the benchmarks'
+    own launches. A stand-in for torchrun makes one in its TMPDIR and says where that was."""
+    where = tmp_path / "where"
+    script = (
+        "import os, pathlib; d = os.environ['TMPDIR']; pathlib.Path(d, 'torchelastic_x').mkdir(); "
+        f"pathlib.Path({str(where)!r}).write_text(d)"
+    )
+    assert call_torchrun([sys.executable, "-c", script], {}) == 0
+    used = Path(where.read_text())
+    assert used.name.startswith("torchrun-") and not used.exists()

@@ -57,10 +57,11 @@ def test_a_serial_pytest_run_leaves_one_row_per_test(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = json.loads(rows_file.read_text())
     assert sorted(nodeid.split("::")[1] for nodeid, _, _ in rows) == [
+        "test_a_torchrun_launch_gets_a_tmpdir_of_its_own_removed_after_it",
         "test_fmt",
         "test_step_throughput_needs_two_steps",
         "test_step_throughput_skips_warmup",
         "test_workers_on_cpu_says_it_is_the_fallback",
     ]
     assert all(wall >= 0 and cpu >= 0 for _, wall, cpu in rows)
-    assert f"| {target} | 4 |" in proc.stdout
+    assert f"| {target} | 5 |" in proc.stdout
