@@ -273,9 +273,7 @@ class StorageSaves:
                 flight.abandoned = self.io.nvrx is not None
                 if self.io.nvrx is None or flight.commit_thread is not None:
                     finished = wait_own_write(flight, keepalive, self.rank)
-                    if finished:
-                        join_dcp_threads()
-        finally:
+        finally:  # torch's write threads are joined here, unless a write was given up still running
             self.io.close(collective=collective, given_up=not finished)
             if collective and self.poll_pg is not None and dist.is_initialized():
                 dist.destroy_process_group(self.poll_pg)
