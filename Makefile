@@ -15,13 +15,14 @@ export PYTHONDONTWRITEBYTECODE :=
 ENV ?= default
 MODE ?= inprocess-ft
 DEMO_DIR ?= runs/demo
-# pytest-xdist workers for `make test`: the integration tests mostly wait on real timeouts and restarts, so two
-# workers on the 2-core machine cut the suite by about a quarter. A third fills the rest of the waits (97% busy
-# against 86%, 5-10% faster) but failed one fault-matrix cell in six runs: under that load NVRx's in-process layer
-# declared a faulted rank terminated (docs/benchmarks.md, sessions 19-20). One file per worker at a time, except
+# pytest-xdist workers for `make test`: the integration tests partly wait on real timeouts and restarts. Two workers
+# left the 2-core machine 22% idle (both ran waiting files at once in the suite's second half); a plain third one
+# failed a fault-matrix cell in six runs under the load of three busy files (docs/benchmarks.md, sessions 19-20). With
+# three or more, the last worker takes the files that mostly wait first and the others the rest, so at most two busy
+# files run at once (session 27: 375 s -> 313 s, 78% -> 96% busy). One file per worker at a time, except
 # tests/unit/stacks and tests/integration/stacks, which share the session's syntheses: one unit
 # (tests/helpers/xdist_scopes.py, tests/helpers/stack_synth.py).
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 
 .PHONY: setup synth demo test lint submit check-image lock-image preflight bench clean
 
