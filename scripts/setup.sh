@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent project setup: .venv (Python 3.11) from the pinned requirements, with `npm ci` alongside.
 # pip installs only uv (pinned in requirements-setup.txt); uv installs the rest: 8 s where pip took 51 s on a
-# fresh 2-core machine (docs/benchmarks.md). Neither compiles bytecode: what is imported is cached on first use
-# (the Makefile allows it). uv does not read pip's configuration, so the find-links of pip's (where a machine keeps
-# torch's CPU wheel) are passed on to it.
+# fresh 2-core machine (docs/benchmarks.md). Neither compiles bytecode: scripts/warm_bytecode.py writes that of what
+# the suite imports, and the rest is cached on first use (the Makefile allows it). uv does not read pip's
+# configuration, so the find-links of pip's (where a machine keeps torch's CPU wheel) are passed on to it.
 # Re-running is cheap: a stamp file records the hash of every pin file, and nothing is
 # reinstalled while the pins are unchanged.
 set -euo pipefail
@@ -52,8 +52,13 @@ if ! .venv/bin/uv pip install --python .venv/bin/python "${find_links[@]}" \
 fi
 { grep -E "^(Resolved|Installed|Checked|Audited|warning)" "$uv_log" || true; } | sed 's/^/[setup]   /'
 rm -f "$uv_log"
-.venv/bin/python -c "import torch, aws_cdk, cdk8s, nvidia_resiliency_ext" \
-  || { echo "[setup] ERROR: Python packages failed to import after install" >&2; exit 1; }
+# The bytecode of what the suite imports, written once here (two parts, one per core) rather than by every process that
+# first imports it: scripts/warm_bytecode.py. It also checks that the installed packages import.
+PYTHONDONTWRITEBYTECODE= .venv/bin/python -m scripts.warm_bytecode platform & platform_pid=$!
+PYTHONDONTWRITEBYTECODE= .venv/bin/python -m scripts.warm_bytecode training & training_pid=$!
+for pid in "$platform_pid" "$training_pid"; do
+  wait "$pid" || { echo "[setup] ERROR: Python packages failed to import after install (output above)" >&2; exit 1; }
+done
 
 if ! wait "$npm_pid"; then
   cat "$npm_log" >&2
