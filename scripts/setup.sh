@@ -52,8 +52,8 @@ if ! .venv/bin/uv pip install --python .venv/bin/python "${find_links[@]}" \
 fi
 { grep -E "^(Resolved|Installed|Checked|Audited|warning)" "$uv_log" || true; } | sed 's/^/[setup]   /'
 rm -f "$uv_log"
-# The bytecode of what the suite imports, written once here (two parts, one per core) rather than by every process that
-# first imports it: scripts/warm_bytecode.py. It also checks that the installed packages import.
+# The bytecode of what the suite imports, written once here (two parts, one per core) rather than by every process
+# that first imports it: scripts/warm_bytecode.py. It also checks that the installed packages import.
 PYTHONDONTWRITEBYTECODE= .venv/bin/python -m scripts.warm_bytecode platform & platform_pid=$!
 PYTHONDONTWRITEBYTECODE= .venv/bin/python -m scripts.warm_bytecode training & training_pid=$!
 for pid in "$platform_pid" "$training_pid"; do
