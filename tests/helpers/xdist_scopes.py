@@ -23,8 +23,8 @@ from typing import Any
 SHARED_SESSION_FIXTURES = {"tests/unit/stacks/": "stacks", "tests/integration/stacks/": "stacks"}
 
 #: Test files that leave at least 3 s of one core idle, run alone (``python -m benchmarks.suite_cost``, serially,
-#: session 27: busy CPU-s against wall seconds, 82 CPU-s in 166 s together): they wait on real sleeps, timeouts, back-offs and
-#: slow writes, where the rest keep a core or more busy.
+#: session 27: busy CPU-s against wall seconds, 82 CPU-s in 166 s together): they wait on real sleeps, timeouts,
+#: back-offs and slow writes, where the rest keep a core or more busy.
 WAITING_FILES = frozenset(
     {
         "tests/integration/training/test_slow_storage.py",  # 17.2 CPU-s in 53.7 s
