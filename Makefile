@@ -16,13 +16,17 @@ ENV ?= default
 MODE ?= inprocess-ft
 DEMO_DIR ?= runs/demo
 # pytest-xdist workers for `make test`: the integration tests partly wait on real timeouts and restarts. Two workers
-# left the 2-core machine 22% idle (both ran waiting files at once in the suite's second half); a plain third one
-# failed a fault-matrix cell in six runs under the load of three busy files (docs/benchmarks.md, sessions 19-20). With
-# three or more, the last worker takes the files that mostly wait first and the others the rest, so at most two busy
-# files run at once (session 27: 375 s -> 313 s, 78% -> 96% busy). One file per worker at a time, except
-# tests/unit/stacks and tests/integration/stacks, which share the session's syntheses: one unit
-# (tests/helpers/xdist_scopes.py, tests/helpers/stack_synth.py).
-TEST_WORKERS ?= 3
+# leave the 2-core machine about 22% idle (both run waiting files at once in the suite's second half). With three or
+# more, the last worker takes the files that mostly wait first and the others the rest (tests/helpers/xdist_scopes.py):
+# session 27 measured 375 s -> 313 s (78% -> 96% busy), but one of four such suites failed test_determinism's layer
+# check: under that load the hung rank's peer left its collective on the 3 s gloo timeout with NVRx's restart not
+# delivered (a RankShouldRestart was logged "Exception ignored" in NVRx's progress-watchdog ctypes callback), NVRx
+# raised
+# InternalError and ft_launcher recovered the hang instead (a plain third worker had failed a fault-matrix cell under
+# load too, sessions 19-20). So the default stays two; `make test
+# TEST_WORKERS=3` is the faster, less steady choice. One file per worker at a time, except tests/unit/stacks and
+# tests/integration/stacks, which share the session's syntheses: one unit (tests/helpers/stack_synth.py).
+TEST_WORKERS ?= 2
 
 .PHONY: setup synth demo test lint submit check-image lock-image preflight bench clean
 
