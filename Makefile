@@ -21,10 +21,9 @@ DEMO_DIR ?= runs/demo
 # session 27 measured 375 s -> 313 s (78% -> 96% busy), but one of four such suites failed test_determinism's layer
 # check: under that load the hung rank's peer left its collective on the 3 s gloo timeout with NVRx's restart not
 # delivered (a RankShouldRestart was logged "Exception ignored" in NVRx's progress-watchdog ctypes callback), NVRx
-# raised
-# InternalError and ft_launcher recovered the hang instead (a plain third worker had failed a fault-matrix cell under
-# load too, sessions 19-20). So the default stays two; `make test
-# TEST_WORKERS=3` is the faster, less steady choice. One file per worker at a time, except tests/unit/stacks and
+# raised InternalError and ft_launcher recovered the hang instead (a plain third worker had failed a fault-matrix
+# cell under load too, sessions 19-20). So the default stays two; `make test TEST_WORKERS=3` is the faster, less
+# steady choice. One file per worker at a time, except tests/unit/stacks and
 # tests/integration/stacks, which share the session's syntheses: one unit (tests/helpers/stack_synth.py).
 TEST_WORKERS ?= 2
 
