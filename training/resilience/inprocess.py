@@ -6,7 +6,8 @@ All NVRx version differences (the GPU image runs 0.7.0, CPU machines 0.4.1) are 
 - 0.7.0 adds GPU/NVLink/NIC health checks whenever ``LOCAL_RANK`` is set, which raise ``NVMLError``
   without a GPU driver: on machines without CUDA they are removed again (:func:`_strip_gpu_checks`);
 - the store's initial ranks come back as bytes in both versions, which poisons the termination barrier
-  (:func:`fix_initial_ranks`).
+  (:func:`fix_initial_ranks`);
+- a restart NVRx already raised can be lost before the wrapped function fails (:func:`await_pending_restart`).
 
 CPU/gloo pitfalls handled by the caller (``training.train``): torch.distributed must not be
 initialised before the wrapped call (the wrapped function initialises it on every entry); the Wrapper's
@@ -262,16 +263,56 @@ def build_wrapper(
     return wrapper
 
 
+def restart_pending(call_wrapper: Any) -> bool:
+    """Whether NVRx's monitor thread has already fired this iteration's restart: it asks the progress watchdog to
+    pause just before it raises ``RankShouldRestart`` in the main thread, and nothing else does while the wrapped
+    function runs (NVRx 0.4.1; False where the installed NVRx has no such flag)."""
+    flag = getattr(getattr(call_wrapper, "progress_watchdog", None), "pause_requested", None)
+    return bool(flag is not None and flag.is_set())
+
+
+def await_pending_restart(exc: Exception, wait_s: float, poll_s: float = 0.01) -> None:
+    """With ``exc`` raised by the wrapped function after NVRx fired a restart: wait up to ``wait_s`` for that
+    ``RankShouldRestart`` and raise it from ``exc``; return (the caller re-raises ``exc``) if none came.
+
+    Seen on CPU under load (session 27): a peer blocked in a gloo collective with a hung rank left it on the gloo
+    timeout just as the monitor raised the soft timeout's restart, and the restart was raised inside the progress
+    watchdog's ctypes callback, where Python ignores it ("Exception ignored on calling ctypes callback function").
+    NVRx re-raises it from another thread, but its own handler of the function's exception stops waiting for it,
+    finds no restart and raises ``InternalError``: the rank exited and ft_launcher recovered what the in-process
+    layer should have. The monitor keeps raising the restart until NVRx's handler stops it, so a wait of the soft
+    timeout receives it here instead.
+    """
+    from nvidia_resiliency_ext.inprocess.monitor_thread import RankShouldRestart
+
+    deadline = time.monotonic() + wait_s
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(poll_s)
+    except RankShouldRestart as restart:
+        raise restart from exc
+    log.warning("inprocess: a restart was fired but did not arrive within %.1f s; %r goes on", wait_s, exc)
+
+
 def wrap(wrapper: Any, fn: Any) -> Any:
     """``wrapper(fn)`` where ``fn(call_wrapper)`` gets NVRx's ``CallWrapper``.
 
     NVRx finds the parameter by its annotation object; with postponed annotations (PEP 563) it would see
-    a string, so the annotation is set here explicitly.
+    a string, so the annotation is set here explicitly. An exception of ``fn`` after NVRx fired this iteration's
+    restart waits for that restart (:func:`await_pending_restart`, up to the soft timeout and a second).
     """
     from nvidia_resiliency_ext.inprocess import CallWrapper
 
+    soft_timeout = getattr(wrapper, "soft_timeout", None)
+    wait_s = (soft_timeout.total_seconds() if soft_timeout is not None else 0.0) + 1.0
+
     def entry(call_wrapper=None):  # type: ignore[no-untyped-def]
-        return fn(call_wrapper)
+        try:
+            return fn(call_wrapper)
+        except Exception as exc:
+            if restart_pending(call_wrapper):
+                await_pending_restart(exc, wait_s)
+            raise
 
     entry.__annotations__ = {"call_wrapper": CallWrapper}
     return wrapper(entry)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import datetime
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,9 +17,12 @@ from tests.helpers.training_runs import REPO_ROOT, free_port
 from tests.helpers.training_runs import test_env as child_env
 from training.resilience.inprocess import (
     RestartTracker,
+    await_pending_restart,
     build_wrapper,
     fix_initial_ranks,
+    restart_pending,
     store_port,
+    wrap,
     wrapper_kwargs,
 )
 
@@ -118,3 +124,65 @@ def test_a_rank_terminated_by_its_sibling_monitor_leaves_the_termination_barrier
     key = f"{store.StoreMixin.BARRIER_PREFIX}:reentrant_barrier:{store.StoreMixin.TERMINATION_BARRIER}"
     assert base.get(f"{key}:arrived").decode() == "1,0,"  # both ranks arrived, as ints
     assert base.get(f"{key}:last_worker_arrived") == b"1"
+
+
+# ---- a restart NVRx fired before the wrapped function failed (await_pending_restart) --------------------------------
+
+
+def _call_wrapper(fired: bool) -> SimpleNamespace:
+    """What ``restart_pending`` reads of NVRx 0.4.1's CallWrapper: the progress watchdog's pause request."""
+    flag = threading.Event()
+    if fired:
+        flag.set()
+    return SimpleNamespace(progress_watchdog=SimpleNamespace(pause_requested=flag))
+
+
+def _restart_in(seconds: float) -> threading.Thread:
+    """NVRx's own asynchronous raise of ``RankShouldRestart`` in this (the main) thread, after ``seconds``."""
+    from nvidia_resiliency_ext.inprocess.monitor_thread import async_abort_main_thread
+
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), async_abort_main_thread("soft timeout")))
+    thread.start()
+    return thread
+
+
+class _NoWrapper:
+    """In place of NVRx's Wrapper: its soft timeout, and the entry returned as it is."""
+
+    soft_timeout = datetime.timedelta(seconds=4)
+
+    def __call__(self, entry: object) -> object:
+        return entry
+
+
+def test_a_restart_is_pending_only_once_nvrx_asked_the_watchdog_to_pause() -> None:
+    assert restart_pending(_call_wrapper(fired=True))
+    assert not restart_pending(_call_wrapper(fired=False))
+    assert not restart_pending(None) and not restart_pending(SimpleNamespace())  # another NVRx, or none
+
+
+def test_an_exception_after_a_fired_restart_becomes_that_restart() -> None:
+    """The wrapped function fails (a peer's gloo timeout) after NVRx fired the restart whose first raise was lost:
+    the restart NVRx raises again arrives in the wait and leaves the function, caused by the function's error."""
+    from nvidia_resiliency_ext.inprocess.monitor_thread import RankShouldRestart
+
+    failure = RuntimeError("Timed out waiting 3000ms for send operation to complete")
+
+    def fn(call_wrapper: object) -> None:
+        raise failure
+
+    entry = wrap(_NoWrapper(), fn)
+    thread = _restart_in(0.2)
+    with pytest.raises(RankShouldRestart) as raised:
+        entry(_call_wrapper(fired=True))
+    thread.join()
+    assert raised.value.__cause__ is failure and str(raised.value) == "soft timeout"
+    # no restart fired: the function's error leaves at once
+    with pytest.raises(RuntimeError) as direct:
+        entry(_call_wrapper(fired=False))
+    assert direct.value is failure
+
+
+def test_a_fired_restart_that_never_comes_leaves_the_error_as_it_was() -> None:
+    failure = RuntimeError("gloo timeout")
+    assert await_pending_restart(failure, wait_s=0.1) is None  # the caller re-raises ``failure``
