@@ -50,6 +50,15 @@ def modules(part: str) -> list[str]:
     return [*WALKED, *walked, *PARTS[part]]
 
 
+def compile_own() -> bool:
+    """Compile :data:`OWN`; whether every file compiled."""
+    results = [
+        compileall.compile_file(path, quiet=2) if path.suffix == ".py" else compileall.compile_dir(path, quiet=2)
+        for path in (REPO / p for p in OWN)
+    ]
+    return all(results)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in PARTS:
         print(f"usage: python -m scripts.warm_bytecode {{{','.join(PARTS)}}}", file=sys.stderr)
@@ -58,10 +67,7 @@ def main(argv: list[str]) -> int:
     names = modules(part)
     for name in names:
         importlib.import_module(name)
-    ok = part != "platform" or all(
-        compileall.compile_file(str(REPO / p), quiet=2) if p.endswith(".py") else
-        compileall.compile_dir(str(REPO / p), quiet=2) for p in OWN
-    )  # fmt: skip
+    ok = compile_own() if part == "platform" else True
     print(f"[setup]   bytecode ({part}): {len(names)} modules and their imports in {time.perf_counter() - start:.1f} s")
     return 0 if ok else 1
 

@@ -268,7 +268,7 @@ def restart_pending(call_wrapper: Any) -> bool:
     pause just before it raises ``RankShouldRestart`` in the main thread, and nothing else does while the wrapped
     function runs (NVRx 0.4.1; False where the installed NVRx has no such flag)."""
     flag = getattr(getattr(call_wrapper, "progress_watchdog", None), "pause_requested", None)
-    return bool(flag is not None and flag.is_set())
+    return flag is not None and flag.is_set()
 
 
 def await_pending_restart(exc: Exception, wait_s: float, poll_s: float = 0.01) -> None:
@@ -303,8 +303,7 @@ def wrap(wrapper: Any, fn: Any) -> Any:
     """
     from nvidia_resiliency_ext.inprocess import CallWrapper
 
-    soft_timeout = getattr(wrapper, "soft_timeout", None)
-    wait_s = (soft_timeout.total_seconds() if soft_timeout is not None else 0.0) + 1.0
+    wait_s = wrapper.soft_timeout.total_seconds() + 1.0
 
     def entry(call_wrapper=None):  # type: ignore[no-untyped-def]
         try:
