@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# NOT RUN YET: written in session 26, when no device machine was lent; run it when one is (results beside it).
+# Written in session 26, when no device machine was lent; run in session 28 (results in ../session28/).
+# OVERDUE_RUNS (default all): which of the runs below, by name, so one call's 10 minutes need not hold all three.
 # For 1 x H200 (NVRx 0.7.0): the checkpoint section's bound on CUDA, NVRx's async path.
 # 1. A 40 s write against the CUDA-scaled local section (30 s x 2.5 = 75 s; the rank waits 67.5 s): completes with
 #    no restart (session 25's result, with the new bound).
@@ -9,6 +10,7 @@
 source docs/gpu-smoke/session21/env.sh || exit  # the wheels, `ip`, NVLink multicast off
 run() {  # name, then training.local's arguments
   local name=$1; shift
+  [[ -z ${OVERDUE_RUNS:-} || " $OVERDUE_RUNS " == *" $name "* ]] || return 0
   timeout -k 5 280 python3 -m training.local --run-dir /tmp/s-$name --fresh "$@" > $OUT/overdue-$name.stdout.txt 2>&1
   echo "$name rc=$? $(grep -E '^== (OK|FAILED)' $OUT/overdue-$name.stdout.txt | cut -c1-260)"
   python3 -c "
