@@ -122,6 +122,18 @@ def run(module: str, args: list[str]) -> int:
     path = os.environ.get(SOCKET_ENV, "")
     if not path:
         return _cold(module, args, f"{SOCKET_ENV} is not set")
+    # Forwarding starts before the request: the worker may run (and write to this process's streams) before the
+    # template's answer names it, and a signal meanwhile is kept for it rather than ending this process alone.
+    group, early = [0], []
+
+    def forward(sig: int, _frame: object) -> None:
+        if group[0]:
+            _forward(group[0], sig)
+        else:
+            early.append(sig)
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         _connect(conn, path)
@@ -130,15 +142,15 @@ def run(module: str, args: list[str]) -> int:
         reply, _ = _recv_json(conn)
     except OSError as err:
         conn.close()
-        return _cold(module, args, f"no template at {path} ({err})")
+        return _cold(module, args, f"no template at {path} ({err})", early)
     if "error" in reply:
         conn.close()
-        return _cold(module, args, f"the template at {path} refused: {reply['error']}")
-    group = int(reply["pid"])  # the worker leads its own process group
-    for sig in FORWARDED:
-        signal.signal(sig, lambda s, _f: _forward(group, s))
-    status = _wait_for(conn, group, "worker")
-    _forward(group, signal.SIGKILL)  # what the worker left running, as the launcher does to a cold worker's group
+        return _cold(module, args, f"the template at {path} refused: {reply['error']}", early)
+    group[0] = int(reply["pid"])  # the worker leads its own process group
+    for sig in early:
+        _forward(group[0], sig)
+    status = _wait_for(conn, group[0], "worker")
+    _forward(group[0], signal.SIGKILL)  # what the worker left running, as the launcher does to a cold worker's group
     return 1 if status is None else _end_as(status)
 
 
@@ -178,17 +190,25 @@ def _forward(group: int, sig: int) -> None:
 def _end_as(wait_status: int) -> int:
     """Exit as the worker did: its exit code, or the signal that killed it (so the launcher sees the same)."""
     if os.WIFSIGNALED(wait_status):
-        sig = os.WTERMSIG(wait_status)
-        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught, so never need resetting
-            signal.signal(sig, signal.SIG_DFL)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.kill(os.getpid(), sig)
-        return 128 + sig
+        return _die_by(os.WTERMSIG(wait_status))
     return os.waitstatus_to_exitcode(wait_status)
 
 
-def _cold(module: str, args: list[str], why: str) -> int:
+def _die_by(sig: int) -> int:
+    """End this process by ``sig``, its default action restored (128 + ``sig`` should it survive)."""
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught, so never need resetting
+        signal.signal(sig, signal.SIG_DFL)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.kill(os.getpid(), sig)
+    return 128 + sig
+
+
+def _cold(module: str, args: list[str], why: str, signalled: Sequence[int] = ()) -> int:
+    """Start ``module`` cold in this process (``exec``), unless a forwarded signal came first (``signalled``): then
+    end by it, as this process would have without a handler."""
+    if signalled:
+        return _die_by(signalled[-1])
     print(f"[prefork] cold start of {module}: {why}", file=sys.stderr, flush=True)
     os.execv(sys.executable, [sys.executable, "-m", module, *args])
     return 1  # not reached
@@ -453,6 +473,8 @@ def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> in
             reply = {"error": f"unreachable ({err})"}
         if "error" in reply:
             conn.close()
+            if stopping:  # told to stop while asking: no template of its own either
+                return _die_by(stopping[-1])
             for sig in FORWARDED:
                 signal.signal(sig, signal.SIG_DFL)
             print(f"[prefork] no template from {zygote}: {reply['error']}; importing here", file=sys.stderr, flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,65 @@ def test_sigterm_to_the_stand_in_reaches_the_worker(template, tmp_path):
     out, _ = stand_in.communicate(timeout=30)
     assert "payload got SIGTERM" in out
     assert stand_in.returncode == 143
+
+
+def _answer_later(tmp_path: Path) -> tuple[subprocess.Popen, socket.socket]:
+    """A stand-in whose template is played here, on the protocol's own framing, so that the window between its
+    request and the answer stays open: the stand-in and the accepted connection, the request read."""
+    from training.common.prefork import _recv_json
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "peer.sock"))
+    listener.listen(1)
+    stand_in = _stand_in(tmp_path / "peer.sock", "term", cwd=tmp_path)
+    conn, _ = listener.accept()
+    listener.close()
+    request, fds = _recv_json(conn, max_fds=3)
+    for fd in fds:
+        os.close(fd)
+    assert request["module"] == PAYLOAD
+    return stand_in, conn
+
+
+def test_a_signal_before_the_template_answers_reaches_the_worker_once_it_does(tmp_path):
+    """The worker may print before the template's answer names it (it writes to the stand-in's own streams), so a
+    launcher's SIGTERM can come in between (seen once on three loaded xdist workers): the stand-in keeps it and
+    sends it to the worker's group once it knows it, then ends as the worker did."""
+    from training.common.prefork import _send_json
+
+    stand_in, conn = _answer_later(tmp_path)
+    worker = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a group of its own, as a forked worker's
+    try:
+        stand_in.send_signal(signal.SIGTERM)
+        with pytest.raises(subprocess.TimeoutExpired):  # not ended by it: the signal is held for the worker
+            stand_in.wait(timeout=2)
+        _send_json(conn, {"pid": worker.pid})
+        assert worker.wait(timeout=10) == -signal.SIGTERM
+        _send_json(conn, {"status": signal.SIGTERM})  # the wait status of a process killed by SIGTERM
+        assert stand_in.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        worker.kill()
+        stand_in.kill()
+        conn.close()
+
+
+def test_a_signal_before_a_refusal_ends_the_stand_in_instead_of_a_cold_start(tmp_path):
+    """Refused after a SIGTERM came, the stand-in ends by it rather than starting the worker cold."""
+    from training.common.prefork import _send_json
+
+    stand_in, conn = _answer_later(tmp_path)
+    try:
+        stand_in.send_signal(signal.SIGTERM)
+        with pytest.raises(subprocess.TimeoutExpired):
+            stand_in.wait(timeout=2)
+        _send_json(conn, {"error": "refused for the test"})
+        out, err = stand_in.communicate(timeout=30)
+        assert stand_in.returncode == -signal.SIGTERM
+        assert "payload" not in out  # no worker ran
+        assert "cold start" not in err
+    finally:
+        stand_in.kill()
+        conn.close()
 
 
 def test_the_worker_dies_with_its_stand_in(template, tmp_path):
