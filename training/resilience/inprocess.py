@@ -266,7 +266,7 @@ def build_wrapper(
 def restart_pending(call_wrapper: Any) -> bool:
     """Whether NVRx's monitor thread has already fired this iteration's restart: it asks the progress watchdog to
     pause just before it raises ``RankShouldRestart`` in the main thread, and nothing else does while the wrapped
-    function runs (NVRx 0.4.1; False where the installed NVRx has no such flag)."""
+    function runs (NVRx 0.4.1 and 0.7.0's ``monitor_thread``; False where the installed NVRx has no such flag)."""
     flag = getattr(getattr(call_wrapper, "progress_watchdog", None), "pause_requested", None)
     return flag is not None and flag.is_set()
 
