@@ -18,14 +18,14 @@ DEMO_DIR ?= runs/demo
 # pytest-xdist workers for `make test`: the integration tests partly wait on real timeouts and restarts. Two workers
 # leave the 2-core machine about 22% idle (both run waiting files at once in the suite's second half). With three or
 # more, the last worker takes the files that mostly wait first and the others the rest (tests/helpers/xdist_scopes.py):
-# session 27 measured 375 s -> 313 s (78% -> 96% busy), but one of four such suites failed test_determinism's layer
-# check: under that load the hung rank's peer left its collective on the 3 s gloo timeout with NVRx's restart not
-# delivered (a RankShouldRestart was logged "Exception ignored" in NVRx's progress-watchdog ctypes callback), NVRx
-# raised InternalError and ft_launcher recovered the hang instead (a plain third worker had failed a fault-matrix
-# cell under load too, sessions 19-20). So the default stays two; `make test TEST_WORKERS=3` is the faster, less
-# steady choice. One file per worker at a time, except tests/unit/stacks and
-# tests/integration/stacks, which share the session's syntheses: one unit (tests/helpers/stack_synth.py).
-TEST_WORKERS ?= 2
+# session 27 measured 375 s -> 313 s (78% -> 96% busy). That load found two races in the product, each fixed with
+# its own test: a hang's in-process restart lost inside NVRx's progress watchdog (session 27, 6429743) and a SIGTERM
+# that reached a worker's stand-in before the template named the worker (session 28, 5864711); a plain third worker
+# had failed a fault-matrix cell under load too (sessions 19-20), which the split above prevents. Three is the default
+# since session 28 (docs/benchmarks.md); `make test TEST_WORKERS=2` is the session-27 default. One file per worker at
+# a time, except tests/unit/stacks and tests/integration/stacks, which share the session's syntheses: one unit
+# (tests/helpers/stack_synth.py).
+TEST_WORKERS ?= 3
 
 .PHONY: setup synth demo test lint submit check-image lock-image preflight bench clean
 

@@ -7,8 +7,8 @@ Runs pytest serially (``-n 0``) with this module as a plugin, which reads the ma
 ``getrusage`` misses what the tests' own process trees reap in other PID namespaces) before and after each test, and
 prints one row per file, the most expensive first. A module fixture's cost lands in its file's first test, so the
 file is the unit. Serial and on a quiet machine, a test's busy time is its own; on two cores a test that uses both
-shows more CPU-seconds than wall seconds. ``make test`` runs on two xdist workers (three with ``TEST_WORKERS=3``,
-the last for the files that mostly wait: tests/helpers/xdist_scopes.py): its wall time is about the CPU-seconds over
+shows more CPU-seconds than wall seconds. ``make test`` runs on three xdist workers (``TEST_WORKERS``), the last
+for the files that mostly wait (tests/helpers/xdist_scopes.py): its wall time is about the CPU-seconds over
 two plus the time all workers wait (docs/benchmarks.md, sessions 20 and 27).
 """
 

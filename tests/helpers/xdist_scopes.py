@@ -1,4 +1,4 @@
-"""How ``make test`` splits the suite over its xdist workers (``-n 2 --dist loadfile``; ``TEST_WORKERS=3``): whole
+"""How ``make test`` splits the suite over its xdist workers (``-n 3 --dist loadfile``; ``TEST_WORKERS``): whole
 files, as loadfile does, except the folders whose files share session-scoped fixtures, which go to one worker
 together; with three workers or more, the files that mostly wait go to a worker of their own.
 
@@ -12,8 +12,8 @@ Waiting files (:data:`WAITING_FILES`): on two workers the suite's second half ra
 2-core machine about half idle (session 27: 78% busy over a 375 s suite, 44-53% from 260 s on; docs/benchmarks.md).
 With three workers or more, the last one (:func:`is_waiting_worker`) takes those files first and the others take the
 rest, so the busy files run at most two at a time beside one that mostly sleeps, as before, while the sleeping is
-done beside them instead of after them. A worker whose own kind of file has run out takes the other kind. Not the
-default (the Makefile says why): under that load one of four suites lost a hang's in-process restart inside NVRx.
+done beside them instead of after them. A worker whose own kind of file has run out takes the other kind. The
+default since session 28 (the Makefile says what that load found first).
 """
 
 from __future__ import annotations
