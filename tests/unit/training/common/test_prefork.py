@@ -349,3 +349,32 @@ def test_a_zygote_holding_a_module_the_requester_would_not_import_is_refused_and
     assert lines[1].endswith(
         f"importing here\n[prefork] template {unreachable.pid} ready at {tmp_path / 'pod2.sock'}\n"
     )
+
+
+def test_a_pod_told_to_stop_while_it_asks_the_zygote_ends_by_it_instead_of_importing(tmp_path):
+    """A pod's template SIGTERMed while its request to the zygote is unanswered (the zygote played here, on the
+    protocol's framing): refused, it ends by that signal rather than importing and serving."""
+    from training.common.prefork import _recv_json, _send_json
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "zygote.sock"))
+    listener.listen(1)
+    stand_in = _adopting(tmp_path / "pod.sock", tmp_path / "zygote.sock")
+    conn, _ = listener.accept()
+    listener.close()
+    try:
+        request, fds = _recv_json(conn, max_fds=4)
+        for fd in fds:
+            os.close(fd)
+        assert request["adopt"] == str(tmp_path / "pod.sock")
+        stand_in.send_signal(signal.SIGTERM)
+        with pytest.raises(subprocess.TimeoutExpired):  # held while it asks
+            stand_in.wait(timeout=2)
+        _send_json(conn, {"error": "refused for the test"})
+        out, _ = stand_in.communicate(timeout=30)
+        assert stand_in.returncode == -signal.SIGTERM
+        assert "importing here" not in out
+        assert "ready at" not in out
+    finally:
+        stand_in.kill()
+        conn.close()
