@@ -3,6 +3,7 @@
 # (training/resilience/inprocess.py: restart_pending reads the progress watchdog's pause_requested) on the release the
 # image runs: hangs and exceptions recovered in-process, on CUDA and on the host's CPUs (a hung rank's peer blocked in
 # a gloo collective, session 27's case), and the unit tests of that wait under NVRx 0.7.0 where pytest is installed.
+# Run in session 28 (96.5 s; outputs beside it, docs/gpu-smoke.md).
 source docs/gpu-smoke/session21/env.sh || exit  # the wheels, NVLink multicast off
 run() {  # name, then training.local's arguments
   local name=$1; shift
