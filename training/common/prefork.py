@@ -124,16 +124,7 @@ def run(module: str, args: list[str]) -> int:
         return _cold(module, args, f"{SOCKET_ENV} is not set")
     # Forwarding starts before the request: the worker may run (and write to this process's streams) before the
     # template's answer names it, and a signal meanwhile is kept for it rather than ending this process alone.
-    group, early = [0], []
-
-    def forward(sig: int, _frame: object) -> None:
-        if group[0]:
-            _forward(group[0], sig)
-        else:
-            early.append(sig)
-
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
+    forwarder = _Forwarder()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         _connect(conn, path)
@@ -142,15 +133,14 @@ def run(module: str, args: list[str]) -> int:
         reply, _ = _recv_json(conn)
     except OSError as err:
         conn.close()
-        return _cold(module, args, f"no template at {path} ({err})", early)
+        return _cold(module, args, f"no template at {path} ({err})", forwarder.received)
     if "error" in reply:
         conn.close()
-        return _cold(module, args, f"the template at {path} refused: {reply['error']}", early)
-    group[0] = int(reply["pid"])  # the worker leads its own process group
-    for sig in early:
-        _forward(group[0], sig)
-    status = _wait_for(conn, group[0], "worker")
-    _forward(group[0], signal.SIGKILL)  # what the worker left running, as the launcher does to a cold worker's group
+        return _cold(module, args, f"the template at {path} refused: {reply['error']}", forwarder.received)
+    group = int(reply["pid"])  # the worker leads its own process group
+    forwarder.attach(group)
+    status = _wait_for(conn, group, "worker")
+    _forward(group, signal.SIGKILL)  # what the worker left running, as the launcher does to a cold worker's group
     return 1 if status is None else _end_as(status)
 
 
@@ -185,6 +175,27 @@ def _connect(conn: socket.socket, path: str) -> None:
 def _forward(group: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, sig)
+
+
+class _Forwarder:
+    """Handles :data:`FORWARDED` from its creation on: each goes to the attached process group, and the last one that
+    came before a group was attached is sent to it on :meth:`attach`. ``received``: every such signal, in order."""
+
+    def __init__(self) -> None:
+        self.group = 0
+        self.received: list[int] = []
+        for sig in FORWARDED:
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, sig: int, _frame: object) -> None:
+        self.received.append(sig)
+        if self.group:
+            _forward(self.group, sig)
+
+    def attach(self, group: int) -> None:
+        self.group = group
+        if self.received:  # a signal that came while asking
+            _forward(group, self.received[-1])
 
 
 def _end_as(wait_status: int) -> int:
@@ -451,16 +462,8 @@ def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> in
     ends; ask again when it is SIGKILLed while this process is not stopping, up to :data:`REPLACE_LIMIT` times within
     :data:`REPLACE_WINDOW_S`. None, said on stderr, when the zygote is unreachable or refuses: the caller imports
     and serves itself."""
-    group, stopping = [0], []
+    forwarder = _Forwarder()
     kills: list[float] = []  # when its templates were SIGKILLed
-
-    def forward(sig: int, _frame: object) -> None:
-        stopping.append(sig)
-        if group[0]:
-            _forward(group[0], sig)
-
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
     while True:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         request = {"adopt": path, "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}
@@ -473,28 +476,26 @@ def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> in
             reply = {"error": f"unreachable ({err})"}
         if "error" in reply:
             conn.close()
-            if stopping:  # told to stop while asking: no template of its own either
-                return _die_by(stopping[-1])
+            if forwarder.received:  # told to stop while asking: no template of its own either
+                return _die_by(forwarder.received[-1])
             for sig in FORWARDED:
                 signal.signal(sig, signal.SIG_DFL)
             print(f"[prefork] no template from {zygote}: {reply['error']}; importing here", file=sys.stderr, flush=True)
             return None
-        group[0] = int(reply["pid"])
-        if stopping:  # a signal that came while asking
-            _forward(group[0], stopping[-1])
-        status = _wait_for(conn, group[0], "template")
+        forwarder.attach(int(reply["pid"]))
+        status = _wait_for(conn, forwarder.group, "template")
         if status is None:
             return 1
-        if stopping or not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
+        if forwarder.received or not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
             return _end_as(status)
-        now = time.monotonic()
+        now, killed = time.monotonic(), forwarder.group
         kills = [t for t in kills if now - t < REPLACE_WINDOW_S] + [now]
         if len(kills) > REPLACE_LIMIT:
             why = f"{len(kills)} within {REPLACE_WINDOW_S:g} s"
-            print(f"[prefork] template {group[0]} was killed, {why}: ending as it did", file=sys.stderr, flush=True)
+            print(f"[prefork] template {killed} was killed, {why}: ending as it did", file=sys.stderr, flush=True)
             return _end_as(status)
-        print(f"[prefork] template {group[0]} was killed: another from {zygote}", file=sys.stderr, flush=True)
-        group[0] = 0
+        print(f"[prefork] template {killed} was killed: another from {zygote}", file=sys.stderr, flush=True)
+        forwarder.group = 0
 
 
 def _adopt(conn: socket.socket, request: dict, fds: list[int]) -> None:
