@@ -30,7 +30,14 @@ from training.checkpoint.state import AppState, state_digest
 from training.data.dataset import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
 from training.model.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config, tokenizer_mismatch
 from training.model.llama import ModelArgs, build_model, flops_per_token
-from training.parallel.distributed import any_rank, apply_fsdp, checkpoint_timeout_s, device, set_determinism
+from training.parallel.distributed import (
+    any_rank,
+    apply_fsdp,
+    checkpoint_timeout_s,
+    clip_grad_norm_,
+    device,
+    set_determinism,
+)
 from training.telemetry.events import EventLog
 from training.telemetry.metrics import StepTimer, peak_flops_per_device
 
@@ -272,8 +279,7 @@ class Trainer:
         tc = self.cfg.train
         loss = self._loss(self.sampler.next_batch(), self.train_data)
         loss.backward()
-        # foreach (as torchtitan): unasked, torch takes one norm per parameter for FSDP2's DTensor gradients.
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip, foreach=True)
+        clip_grad_norm_(self.model.parameters(), tc.grad_clip)
         lr = lr_at(step, lr=tc.lr, min_lr=tc.min_lr, warmup=tc.warmup_steps, total=tc.steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
