@@ -114,14 +114,19 @@ def local_run(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m training.local`` with ``config`` (default: a copy of :data:`FAST_CONFIG`) on fresh ports;
     ``fresh=False`` launches the same run again (the run directory is kept). Its launcher and workers are forked
-    from this test process's :func:`shared_template`, unless ``own_template`` (one per launch, as ``make demo``)."""
+    from this test process's :func:`shared_template`, unless ``own_template`` (one per launch, as ``make demo``).
+    Without a ``train.data_dir`` the run reads :func:`generated_corpus` (what its rank 0 would generate)."""
     import copy
 
     from training.local import run_local
 
+    config = copy.deepcopy(FAST_CONFIG if config is None else config)  # the caller's stays as it was
+    train = config.setdefault("train", {})
+    if not train.get("data_dir"):
+        train["data_dir"] = str(generated_corpus(train.get("seed")))
     return run_local(
         run_dir,
-        config=copy.deepcopy(FAST_CONFIG) if config is None else config,
+        config=config,
         steps=steps,
         faults=faults,
         mode=mode,
@@ -132,6 +137,30 @@ def local_run(
         nproc=nproc,
         template=None if own_template else shared_template(),
     )
+
+
+_CORPORA: dict[int, Path] = {}
+_CORPORA_LOCK = threading.Lock()
+
+
+def generated_corpus(seed: int | None = None) -> Path:
+    """The offline corpus a run of train seed ``seed`` (default: the config's) generates on its rank 0 without a
+    ``train.data_dir``, generated once per test process (0.18 CPU-s each on the 2-core machine, once per launch
+    otherwise) into a directory removed when the process ends. Runs only read it."""
+    import atexit
+    import shutil
+
+    from platform_config.schema import TrainConfig
+    from training.data.dataset import ensure_generated_corpus
+    from training.trainer import GENERATED_CORPUS_BYTES
+
+    seed = TrainConfig().seed if seed is None else seed
+    with _CORPORA_LOCK:
+        if seed not in _CORPORA:
+            root = Path(tempfile.mkdtemp(prefix="corpus-"))
+            atexit.register(shutil.rmtree, root, True)
+            _CORPORA[seed] = ensure_generated_corpus(root / f"seed{seed}", GENERATED_CORPUS_BYTES, seed=seed)
+        return _CORPORA[seed]
 
 
 _SHARED_TEMPLATE: list[subprocess.Popen] = []
