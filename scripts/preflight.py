@@ -48,9 +48,8 @@ from charts.pod_security import (
 )
 from platform_config import ProjectConfig, exits_on_config_error, load_config
 from platform_config.schema import CapacityType
-from stacks.device_plugins import EFA_CHART, NVIDIA_CHART
 from stacks.gpu_user_data import gpu_node_tolerations
-from stacks.node_termination_handler import CHART as NTH_CHART
+from stacks.helm_releases import EFA_CHART, NTH_CHART, NVIDIA_CHART
 
 #: Where the image carries image/ (training/Dockerfile).
 IMAGE_CHECKS = "/opt/image/checks.py"

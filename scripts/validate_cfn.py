@@ -12,8 +12,6 @@ import json
 import sys
 from pathlib import Path
 
-from cfnlint.api import ManualArgs, lint_file
-
 #: cfn-lint rules ignored on purpose, each with the reason.
 IGNORED_CFN_LINT_RULES: dict[str, str] = {
     "W3010": "Availability zones are hard-coded on purpose: the GPU capacity (ODCR / Capacity Block) exists in "
@@ -25,6 +23,8 @@ IGNORED_CFN_LINT_RULES: dict[str, str] = {
 
 def lint_template(template: Path) -> tuple[list[str], list[str]]:
     """cfn-lint ``template``: (errors, warnings) as printable lines."""
+    from cfnlint.api import ManualArgs, lint_file  # 1.2 CPU-s to import: only where a template is linted
+
     config = ManualArgs(ignore_checks=list(IGNORED_CFN_LINT_RULES))
     errors, warnings = [], []
     for match in lint_file(template, config=config):

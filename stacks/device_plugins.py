@@ -9,11 +9,8 @@ from constructs import Construct, IDependable
 
 from platform_config import ProjectConfig
 from stacks.gpu_user_data import EFA_PRESENT_LABEL, gpu_node_labels, gpu_node_tolerations
+from stacks.helm_releases import EFA_CHART, EFA_REPOSITORY, NVIDIA_CHART, NVIDIA_REPOSITORY
 
-NVIDIA_REPOSITORY = "https://nvidia.github.io/k8s-device-plugin"
-NVIDIA_CHART = "nvidia-device-plugin"
-EFA_REPOSITORY = "https://aws.github.io/eks-charts"
-EFA_CHART = "aws-efa-k8s-device-plugin"
 NAMESPACE = "kube-system"
 
 

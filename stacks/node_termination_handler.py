@@ -31,10 +31,9 @@ from constructs import Construct
 
 from platform_config import ProjectConfig
 from stacks.compliance import acknowledge
+from stacks.helm_releases import NTH_CHART as CHART
+from stacks.helm_releases import NTH_REPOSITORY as CHART_REPOSITORY
 
-#: Public ECR OCI repository of the NTH chart (eks-charts' copy is deprecated).
-CHART_REPOSITORY = "oci://public.ecr.aws/aws-ec2/helm/aws-node-termination-handler"
-CHART = "aws-node-termination-handler"
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "aws-node-termination-handler"
 #: NTH only drains instances carrying this tag (any value).
