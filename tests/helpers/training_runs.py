@@ -144,7 +144,7 @@ _CORPORA_LOCK = threading.Lock()
 
 
 def generated_corpus(seed: int | None = None) -> Path:
-    """The offline corpus a run of train seed ``seed`` (default: the config's) generates on its rank 0 without a
+    """The offline corpus a run of train seed ``seed`` (default: the schema's) generates on its rank 0 without a
     ``train.data_dir``, generated once per test process (0.18 CPU-s each on the 2-core machine, once per launch
     otherwise) into a directory removed when the process ends. Runs only read it."""
     import atexit
