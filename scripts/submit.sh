@@ -19,18 +19,13 @@ env_name="${1:?usage: scripts/submit.sh ENV MODE}"
 mode="${2:?usage: scripts/submit.sh ENV MODE}"
 export PROJECT_ENV="$env_name"
 
-modes=$(python -c 'from platform_config import RecoveryMode; print(" ".join(m.value for m in RecoveryMode))')
-case " $modes " in
-  *" $mode "*) ;;
-  *) echo "submit: unknown MODE '$mode'; allowed: $modes" >&2; exit 2 ;;
-esac
+# region, namespace, job, prep, deadline, placeholder: one Python start (an unknown MODE or a bad config ends here)
+settings=$(python -m scripts.submit_settings "$mode")
+eval "$settings"
 
 for tool in aws kubectl; do
   command -v "$tool" >/dev/null || { echo "submit: '$tool' is not on PATH" >&2; exit 2; }
 done
-
-region=$(python -c 'from platform_config import load_config; print(load_config().aws.region)')
-namespace=$(python -c 'from platform_config import load_config; print(load_config().job.namespace)')
 
 if [[ -z "${TRAINING_IMAGE_URI:-}" ]]; then
   echo "== submit [$env_name/$mode]: reading TrainingImageUri from CloudFormation ($region) =="
@@ -54,10 +49,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "== submit [$env_name/$mode]: cdk8s synth -> $out =="
 cdk8s synth --no-check-upgrade -o "$out" >/dev/null
-python -c 'import sys; from pathlib import Path; from platform_config import load_config
-from scripts.validate_k8s import validate_manifests
-errors = validate_manifests(Path(sys.argv[1]), load_config().cluster.kubernetes_version)
-print(*errors, sep="\n", file=sys.stderr); sys.exit(1 if errors else 0)' "$out"
+python -m scripts.validate_k8s --dist "$out"
 
 job_file="$out/train-$mode.k8s.yaml"
 config_file="$out/training-config.k8s.yaml"
@@ -66,14 +58,11 @@ files=("$config_file" "$prep_file" "$out/training-service.k8s.yaml" "$job_file")
 for f in "${files[@]}"; do
   [[ -f "$f" ]] || { echo "submit: $f was not synthesized" >&2; exit 1; }
 done
-placeholder=$(python -c 'from charts.image import IMAGE_PLACEHOLDER; print(IMAGE_PLACEHOLDER)')
 if grep -qF "$placeholder" "${files[@]}"; then
   echo "submit: refusing to apply manifests with the placeholder image ($placeholder)" >&2
   exit 1
 fi
 
-job=$(python -c 'import sys; from platform_config import load_config, RecoveryMode
-from charts.names import job_name; print(job_name(load_config(), RecoveryMode(sys.argv[1])))' "$mode")
 if kubectl -n "$namespace" get job "$job" >/dev/null 2>&1; then
   echo "submit: Job $namespace/$job already exists (Job specs are immutable); delete it first:" >&2
   echo "  kubectl -n $namespace delete job $job" >&2
@@ -84,9 +73,6 @@ echo "== submit [$env_name/$mode]: kubectl apply $(basename "$config_file") =="
 kubectl apply -f "$config_file"
 
 if [[ "${SUBMIT_PREPARE_DATA:-1}" == 1 ]]; then
-  prep=$(python -c 'from platform_config import load_config
-from charts.names import dataset_job_name; print(dataset_job_name(load_config()))')
-  deadline=$(python -c 'from platform_config import load_config; print(load_config().dataset_prep.active_deadline_seconds)')
   state=$(kubectl -n "$namespace" get job "$prep" \
     -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}' 2>/dev/null || echo absent)
   case "$state" in
