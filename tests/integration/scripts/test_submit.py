@@ -99,3 +99,18 @@ def test_prepare_data_can_be_skipped(tmp_path: Path) -> None:
     done, calls = submit(tmp_path, COMPLETE, SUBMIT_PREPARE_DATA="0")
     assert done.returncode == 0, done.stdout + done.stderr
     assert applied(calls) == ["training-config.k8s.yaml", "training-service.k8s.yaml", "train-ft-launcher.k8s.yaml"]
+
+
+def test_an_unknown_mode_ends_the_submission_before_anything_is_called(tmp_path: Path) -> None:
+    """The mode is checked first (scripts/submit_settings.py): exit 2 with the allowed ones, no kubectl, no aws."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "kubectl.log"
+    stand_in_kubectl(bin_dir, log, COMPLETE)
+    env = {**os.environ, "PATH": f"{bin_dir}:{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "scripts/submit.sh", "default", "fast"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "submit: unknown MODE 'fast'; allowed: sync-ckpt async-ckpt inprocess ft-launcher" in done.stderr
+    assert not log.exists() and done.stdout == ""
