@@ -43,7 +43,9 @@ esac
     script.chmod(0o755)
 
 
-def submit(tmp_path: Path, prep_result: dict, **extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def submit(
+    tmp_path: Path, prep_result: dict, mode: str = "ft-launcher", **extra: str
+) -> tuple[subprocess.CompletedProcess, list[str]]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "aws").write_text("#!/bin/bash\nexit 1\n")
@@ -59,7 +61,7 @@ def submit(tmp_path: Path, prep_result: dict, **extra: str) -> tuple[subprocess.
     }
     env.update(extra)
     done = subprocess.run(
-        ["bash", "scripts/submit.sh", "default", "ft-launcher"],
+        ["bash", "scripts/submit.sh", "default", mode],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -103,14 +105,7 @@ def test_prepare_data_can_be_skipped(tmp_path: Path) -> None:
 
 def test_an_unknown_mode_ends_the_submission_before_anything_is_called(tmp_path: Path) -> None:
     """The mode is checked first (scripts/submit_settings.py): exit 2 with the allowed ones, no kubectl, no aws."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "kubectl.log"
-    stand_in_kubectl(bin_dir, log, COMPLETE)
-    env = {**os.environ, "PATH": f"{bin_dir}:{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"}
-    done = subprocess.run(
-        ["bash", "scripts/submit.sh", "default", "fast"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
-    )
+    done, calls = submit(tmp_path, COMPLETE, mode="fast")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "submit: unknown MODE 'fast'; allowed: sync-ckpt async-ckpt inprocess ft-launcher" in done.stderr
-    assert not log.exists() and done.stdout == ""
+    assert calls == [] and done.stdout == ""
