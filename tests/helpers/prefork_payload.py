@@ -6,7 +6,9 @@ PIDFILE`` (writes its pid to PIDFILE and sleeps) or ``spawn PIDFILE`` (starts a 
 pid to PIDFILE and exits 0, leaving the child behind) or ``names`` (prints the module of the rendezvous module's
 ``get_method_name``; the template warmed ``tests.helpers.rendezvous_stub``) or ``where`` (prints its hostname) or
 ``identity`` (NVRx's ft_launcher IPC socket names and the root logger's handlers and level, as a process forked from
-the tests' template has them).
+the tests' template has them) or ``mp-spawn CODE [SOCKET]`` (starts a child with multiprocessing's ``spawn``, which
+answers through a queue and a manager's queue with its pid and parent pid, then exits CODE, or kills itself by -CODE;
+with SOCKET its spawns go to the template there instead of this process's).
 """
 
 from __future__ import annotations
@@ -16,6 +18,19 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+
+def _spawned_child(answers: object, manager_queue: object, code: int) -> None:
+    """The ``mp-spawn`` child: both queues must work (their pipes and the manager's socket), then exit ``code`` (a
+    negative one: killed by that signal)."""
+    manager_queue.put("manager")  # type: ignore[attr-defined]
+    answers.put(f"pid={os.getpid()} ppid={os.getppid()} via={manager_queue.get(timeout=30)}")  # type: ignore[attr-defined]
+    answers.close()  # type: ignore[attr-defined]
+    answers.join_thread()  # type: ignore[attr-defined]  (the answer is in the pipe before any kill)
+    if code < 0:
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+
 
 if __name__ == "__main__":
     action, arg = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
@@ -61,6 +76,23 @@ if __name__ == "__main__":
 
         listener = Listener()  # an AF_UNIX socket in a new pymp-* directory of TMPDIR, left open
         print(f"payload listener={listener.address}", flush=True)
+        sys.exit(0)
+    if action == "mp-spawn":
+        import multiprocessing
+
+        if len(sys.argv) > 3:
+            from training.common.prefork import route_spawns
+
+            route_spawns(sys.argv[3])
+        ctx = multiprocessing.get_context("spawn")
+        manager = ctx.Manager()  # a spawned child too
+        answers, shared = ctx.Queue(), manager.Queue()
+        child = ctx.Process(target=_spawned_child, args=(answers, shared, int(arg)))
+        child.start()
+        print(f"payload spawned {answers.get(timeout=60)}", flush=True)
+        child.join(timeout=60)
+        manager.shutdown()
+        print(f"payload spawned exitcode={child.exitcode}", flush=True)
         sys.exit(0)
     if action == "sleep":
         Path(arg).write_text(str(os.getpid()))

@@ -17,6 +17,10 @@ ft_launcher) too, which otherwise pays most of the same imports at every relaunc
   monitor) is signalled with it, and that group is killed when the worker ends, as the launcher kills a cold
   worker's group; when the stand-in dies (the launcher SIGKILLs its group) the worker kills its group, watching
   the stand-in through a pidfd.
+- What multiprocessing's ``spawn`` starts in a forked process (NVRx's checkpoint writer and its write-results
+  manager) is forked by the template too (:func:`route_spawns`): a stand-in (``spawned``) hands it the descriptors
+  multiprocessing passed, at their numbers, and it runs ``spawn_main`` as the fresh interpreter would, with the
+  training code already imported (2-3 CPU-s a child on the CPU machines, more on the GPU image).
 
 Without a template (no ``TRAINING_PREFORK_SOCKET``, nothing listening within ``CONNECT_WAIT_S`` of asking, or the
 template failed) ``run`` says so on stderr and starts the module cold (``exec``): a slower start, never a different
@@ -50,7 +54,7 @@ import time
 # it is used.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 #: The template's socket, for ``run`` (set by whoever started the template: the pod's supervisor, training.local).
 SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
@@ -83,6 +87,9 @@ REPLACE_LIMIT = 3
 REPLACE_WINDOW_S = 60.0
 #: Signals the stand-in forwards to the worker.
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+#: The most descriptors a request may carry: the standard streams and what multiprocessing passes a spawned child (its
+#: queues' pipes, the resource tracker's, the spawn's own pipe and sentinel).
+MAX_FDS = 64
 _HEADER = struct.Struct("!I")
 
 
@@ -119,24 +126,54 @@ def _recv_json(conn: socket.socket, max_fds: int = 0) -> tuple[dict, list[int]]:
 
 def run(module: str, args: list[str]) -> int:
     """Have the template fork ``python -m module args``; end as it ends. Starts it cold without a template."""
-    path = os.environ.get(SOCKET_ENV, "")
+    request = {"module": module, "args": args}
+    return _stand_in(os.environ.get(SOCKET_ENV, ""), request, (), lambda: [sys.executable, "-m", module, *args], module)
+
+
+def spawned(path: str, kwds: dict[str, int]) -> int:
+    """Stand in for a child that multiprocessing's ``spawn`` starts in a forked process (:func:`route_spawns`): the
+    template at ``path`` forks it with this process's streams and every descriptor multiprocessing passed here, at
+    its number (the pickled process and its queues name them by number), and it runs ``spawn_main(**kwds)``. Starts
+    it cold, as multiprocessing would have, without a template."""
+    passed = [fd for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")) if fd > 2 and _is_open(fd)]
+
+    def cold() -> list[str]:
+        from multiprocessing import spawn
+
+        return spawn.get_command_line(**kwds)
+
+    return _stand_in(path, {"spawn": kwds, "fds": passed}, passed, cold, "a multiprocessing spawn child")
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:  # the directory listing's own descriptor, closed by now
+        return False
+    return True
+
+
+def _stand_in(path: str, request: dict, passed: Sequence[int], cold: Callable[[], list[str]], what: str) -> int:
+    """Send ``request`` (with this process's environment, directory and pid; its standard streams and ``passed``) to
+    the template at ``path``, forward signals to what it forks and end as that ends; ``exec`` ``cold()`` instead,
+    saying why on stderr, when there is no template or it refuses."""
     if not path:
-        return _cold(module, args, f"{SOCKET_ENV} is not set")
+        return _cold(cold, what, f"{SOCKET_ENV} is not set")
     # Forwarding starts before the request: the worker may run (and write to this process's streams) before the
     # template's answer names it, and a signal meanwhile is kept for it rather than ending this process alone.
     forwarder = _Forwarder()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         _connect(conn, path)
-        request = {"module": module, "args": args, "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}
-        _send_json(conn, request, fds=(0, 1, 2))
+        request = {**request, "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}
+        _send_json(conn, request, fds=(0, 1, 2, *passed))
         reply, _ = _recv_json(conn)
     except OSError as err:
         conn.close()
-        return _cold(module, args, f"no template at {path} ({err})", forwarder.received)
+        return _cold(cold, what, f"no template at {path} ({err})", forwarder.received)
     if "error" in reply:
         conn.close()
-        return _cold(module, args, f"the template at {path} refused: {reply['error']}", forwarder.received)
+        return _cold(cold, what, f"the template at {path} refused: {reply['error']}", forwarder.received)
     group = int(reply["pid"])  # the worker leads its own process group
     forwarder.attach(group)
     status = _wait_for(conn, group, "worker")
@@ -215,13 +252,14 @@ def _die_by(sig: int) -> int:
     return 128 + sig
 
 
-def _cold(module: str, args: list[str], why: str, signalled: Sequence[int] = ()) -> int:
-    """Start ``module`` cold in this process (``exec``), unless a forwarded signal came first (``signalled``): then
-    end by it, as this process would have without a handler."""
+def _cold(argv: Callable[[], list[str]], what: str, why: str, signalled: Sequence[int] = ()) -> int:
+    """Start ``what`` cold in this process (``exec`` of ``argv()``), unless a forwarded signal came first
+    (``signalled``): then end by it, as this process would have without a handler."""
     if signalled:
         return _die_by(signalled[-1])
-    print(f"[prefork] cold start of {module}: {why}", file=sys.stderr, flush=True)
-    os.execv(sys.executable, [sys.executable, "-m", module, *args])
+    print(f"[prefork] cold start of {what}: {why}", file=sys.stderr, flush=True)
+    command = argv()
+    os.execv(command[0], command)
     return 1  # not reached
 
 
@@ -311,13 +349,14 @@ def _serve_one(
 ) -> None:
     """Fork a worker for the request on ``conn``; ``own`` (the listener, the wake-up pipe) is closed in the child."""
     try:
-        request, fds = _recv_json(conn, max_fds=4)
+        request, fds = _recv_json(conn, max_fds=MAX_FDS)
     except (OSError, ConnectionError, ValueError):
         conn.close()
         return
-    adopt = "adopt" in request  # 3 standard streams, and the listening socket of the template to fork
-    if refusal or len(fds) != 3 + adopt:
-        _send_json(conn, {"error": refusal or f"expected {3 + adopt} file descriptors, got {len(fds)}"})
+    adopt = "adopt" in request  # 3 standard streams, the listening socket of the template to fork, what spawn passed
+    expected = 3 + adopt + len(request.get("fds", ()))
+    if refusal or len(fds) != expected:
+        _send_json(conn, {"error": refusal or f"expected {expected} file descriptors, got {len(fds)}"})
         conn.close()
         for fd in fds:
             os.close(fd)
@@ -335,7 +374,7 @@ def _serve_one(
         conn.close()
         code = 1
         try:
-            code = _become_worker(request, fds)
+            code = _become_spawned(request, fds) if "spawn" in request else _become_worker(request, fds)
         finally:  # never back into the template's loop, whatever happened
             os._exit(code)
     for fd in fds:
@@ -367,13 +406,37 @@ def _become_worker(request: dict, fds: list[int]) -> int:
     os.environ[LAUNCHER_PID_ENV] = str(request["pid"])
     _die_with(int(request["pid"]))
     _fresh_process_state()
+    route_spawns(os.environ.get(SOCKET_ENV, ""))
     import runpy
 
     # ``python -m MODULE ARGS`` as the interpreter runs it: the module's code as ``__main__`` (its imports are
     # already in ``sys.modules``), ``sys.argv[0]`` its file.
     sys.argv = [request["module"], *request["args"]]
+    code = _run_main(lambda: runpy.run_module(request["module"], run_name="__main__", alter_sys=True))
+    _remove_multiprocessing_tempdir(inherited_tempdir)
+    return code
+
+
+def _become_spawned(request: dict, fds: list[int]) -> int:
+    """In the forked child: the stand-in's streams, environment and directory, and each descriptor multiprocessing
+    passed it at the same number; then ``spawn_main``, as the ``python -c`` that multiprocessing starts runs it (its
+    ``_bootstrap`` runs multiprocessing's own exit, so no temporary directory is left to remove here)."""
+    _take_over(request, fds)
+    _renumber(fds[3:], request["fds"])
+    _die_with(int(request["pid"]))
+    _fresh_process_state()
+    route_spawns(os.environ.get(SOCKET_ENV, ""))
+    from multiprocessing import spawn
+
+    sys.argv = ["-c", "--multiprocessing-fork"]
+    return _run_main(lambda: spawn.spawn_main(**request["spawn"]))
+
+
+def _run_main(main: Callable[[], object]) -> int:
+    """Run ``main`` as the interpreter runs ``__main__``: the code of its ``SystemExit``, 1 (the traceback printed)
+    on an error; the standard streams flushed."""
     try:
-        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        main()
         code: object = 0
     except SystemExit as exc:
         code = exc.code
@@ -384,13 +447,26 @@ def _become_worker(request: dict, fds: list[int]) -> int:
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
-    _remove_multiprocessing_tempdir(inherited_tempdir)
     if code is None:
         return 0
     if isinstance(code, int):
         return code
     print(code, file=sys.stderr)
     return 1
+
+
+def _renumber(received: list[int], numbers: list[int]) -> None:
+    """Put each of ``received`` at its place in ``numbers`` (inheritable, as multiprocessing passed it), moving them
+    all above both lists first so that none is overwritten before it is placed."""
+    import fcntl
+
+    floor = max([*received, *numbers], default=0) + 1
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd in received]
+    for fd in received:
+        os.close(fd)
+    for fd, number in zip(moved, numbers, strict=True):
+        os.dup2(fd, number)
+        os.close(fd)
 
 
 def _take_over(request: dict, fds: list[int]) -> None:
@@ -452,6 +528,34 @@ def _fresh_process_state() -> None:
     threads = os.environ.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))
+
+
+# ---- spawned children (multiprocessing's ``spawn``) --------------------------------------------------------------
+
+#: What a spawned child's stand-in runs (``python -c``): ``sys.path`` first gets the directory that holds the
+#: ``training`` package, which the spawning process's working directory need not be.
+_SPAWNED_CODE = (
+    "import sys; sys.path.insert(0, {root!r}); from training.common.prefork import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def route_spawns(path: str) -> None:
+    """Have the template at ``path`` fork what multiprocessing's ``spawn`` start method starts in this process (NVRx's
+    checkpoint writer and its write-results manager, which NVRx starts with ``spawn``): a stand-in (:func:`spawned`)
+    instead of a fresh interpreter, whose imports of torch and the training code cost 2-3 CPU-s a child on the CPU
+    machines. Nothing without a ``path``. The one place that changes multiprocessing: its ``spawn.get_command_line``,
+    the command its POSIX ``spawn`` Popen and nothing else runs (CPython 3.8 to 3.14)."""
+    if not path:
+        return
+    from multiprocessing import spawn
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = _SPAWNED_CODE.format(root=root)
+
+    def command_line(**kwds: int) -> list[str]:
+        return [spawn.get_executable(), "-c", code, "spawned", path, json.dumps(kwds)]
+
+    spawn.get_command_line = command_line
 
 
 # ---- warm pods (``ZYGOTE_ENV``) --------------------------------------------------------------------------------
@@ -580,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) >= 2 and argv[0] == "run" and not argv[1].startswith("-"):  # the stand-in: no argparse to import
         return run(argv[1], argv[2:])
+    if len(argv) == 3 and argv[0] == "spawned":  # a spawn child's stand-in (route_spawns): no argparse either
+        return spawned(argv[1], json.loads(argv[2]))
     import argparse
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

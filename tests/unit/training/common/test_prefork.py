@@ -4,6 +4,7 @@ worker is a fork of the template that ends as a cold ``python -m`` would, and ne
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -184,6 +185,47 @@ def test_what_a_worker_left_running_ends_with_it(template, tmp_path):
     while Path(f"/proc/{grandchild}").exists() and "zombie" not in _state(grandchild):
         assert time.monotonic() < deadline, f"the worker's child {grandchild} outlived it"
         time.sleep(0.05)
+
+
+def _spawned(out: str) -> tuple[int, int, int]:
+    """The payload's ``mp-spawn`` report: the spawned child's pid, its parent's, and its exit code."""
+    said = re.search(r"payload spawned pid=(\d+) ppid=(\d+) via=manager\n", out)
+    code = re.search(r"payload spawned exitcode=(-?\d+)\n", out)
+    assert said and code, out
+    return int(said[1]), int(said[2]), int(code[1])
+
+
+@pytest.mark.parametrize("code", [5, -signal.SIGKILL])
+def test_a_workers_spawned_child_is_forked_by_the_template_with_its_queues_and_ends_as_it_ended(
+    template, tmp_path, code
+):
+    """multiprocessing's ``spawn`` in a forked worker (NVRx's checkpoint writer and its manager) goes to the
+    template too: the child is the template's fork, its queue's pipes and its manager's queue work, and the worker
+    sees its exit code, or the signal that killed it (how NVRx tells a dead writer)."""
+    proc, sock = template
+    stand_in = _stand_in(sock, "mp-spawn", str(code), cwd=tmp_path)
+    out, err = stand_in.communicate(timeout=60)
+    assert stand_in.returncode == 0, err
+    _, parent, exit_code = _spawned(out)
+    assert (parent, exit_code) == (proc.pid, code)
+    assert "cold start" not in err
+
+
+def test_a_spawned_child_that_the_template_refuses_starts_cold_and_says_so(template, tmp_path):
+    _, sock = template
+    refusing = tmp_path / "threaded.sock"
+    proc = _template(refusing, "tests.helpers.prefork_thread")
+    try:
+        stand_in = _stand_in(sock, "mp-spawn", "3", str(refusing), cwd=tmp_path)
+        out, err = stand_in.communicate(timeout=60)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert stand_in.returncode == 0, err
+    worker = int(re.search(r"payload pid=(\d+) ", out)[1])  # type: ignore[index]
+    assert _spawned(out)[1:] == (worker, 3)  # its stand-in became the child (exec), as multiprocessing starts one
+    refused = f"[prefork] cold start of a multiprocessing spawn child: the template at {refusing} refused: 2 threads"
+    assert refused in err
 
 
 def _state(pid: int) -> str:
