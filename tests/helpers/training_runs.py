@@ -168,50 +168,89 @@ _SHARED_TEMPLATE_LOCK = threading.Lock()
 _SHARED_TEMPLATE_ENDED: list[int] = []  # the codes of shared templates that failed (SIGTERM: 0) before this process
 
 
+#: ``PID:SOCKET`` of the suite's worker template, started by the xdist controller for its workers
+#: (:mod:`tests.helpers.suite_template`); without it (a serial run) each test process starts its own.
+SUITE_TEMPLATE_ENV = "TRAINING_TESTS_SUITE_TEMPLATE"
+
+
 def shared_template() -> str:
-    """The socket of this test process's worker template (:mod:`training.common.prefork`), started on first use and
-    stopped at exit: the local and torchrun runs of a test worker import the training code once, not once per
-    launch and worker (4-6 CPU-s each on the 2-core machines). The template forks each process with that process's
-    own argv, environment and directory, and nothing in the training code reads the environment at import, so a
-    run sees what its own template would give it; ``test_local.py`` and the cluster runs keep their own templates.
+    """The socket of the worker template (:mod:`training.common.prefork`) the local and torchrun runs of this test
+    process fork from: the suite's (:data:`SUITE_TEMPLATE_ENV`, one for all xdist workers) while it serves, else
+    this process's own (:func:`own_template`). Either way the training code is imported once, not once per launch
+    and worker (4-6 CPU-s each on the 2-core machines). The template forks each process with that process's own
+    argv, environment and directory, and nothing in the training code reads the environment at import, so a run
+    sees what its own template would give it; ``test_local.py`` and the cluster runs keep their own templates.
     A forked process ends with ``os._exit`` (no atexit, no finalizers at exit): what checks an interpreter's exit
     (``test_nvrx_async``'s scripts, through :func:`python_stdout`) keeps a fresh interpreter."""
+    suite = os.environ.get(SUITE_TEMPLATE_ENV, "")
+    pid, _, path = suite.partition(":")
+    if path and _alive(int(pid)) and os.path.exists(path):
+        return path
+    return own_template()
+
+
+def own_template() -> str:
+    """This test process's own worker template, started on first use (from any thread: one template) and stopped
+    at exit."""
     path = f"/tmp/training-prefork-tests-{os.getpid()}.sock"
     with _SHARED_TEMPLATE_LOCK:  # fixtures start runs from thread pools: one template, not one per thread
         if _SHARED_TEMPLATE and _SHARED_TEMPLATE[0].poll() is None:
             return path
         if _SHARED_TEMPLATE and _SHARED_TEMPLATE[0].returncode != 0:  # it failed: its log is kept at exit
             _SHARED_TEMPLATE_ENDED.append(_SHARED_TEMPLATE[0].returncode)
-        _start_shared_template(path)
+        if not _SHARED_TEMPLATE:
+            import atexit
+
+            atexit.register(_stop_own_template, path)
+        _SHARED_TEMPLATE[:] = [start_template(path)]
     return path
 
 
-def _start_shared_template(path: str) -> None:
-    import atexit
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's: alive
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
-    log_path = Path(path).with_suffix(".log")
-    log = open(log_path, "a")  # noqa: SIM115 (the template's, until exit)
+
+def start_template(path: str) -> subprocess.Popen:
+    """``python -m training.common.prefork serve`` at ``path`` (its log beside it); returns once it listens there (it
+    binds before its imports: runs that connect earlier wait in its backlog)."""
+    import time
+
+    log = open(Path(path).with_suffix(".log"), "a")  # noqa: SIM115 (the template's, until it ends)
     env = child_env(PYTHONWARNINGS="ignore")  # as training.local gives its own template
     cmd = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", path]
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a dead template's socket: wait for the new one's
     template = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
-    if not _SHARED_TEMPLATE:
-        atexit.register(_stop_shared_template, log_path)
-    _SHARED_TEMPLATE[:] = [template]
+    log.close()
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path) and template.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return template
 
 
-def _stop_shared_template(log_path: Path) -> None:
-    """At exit: stop the template; its log is removed unless a template failed (kept for its post-mortem, as the
-    tests that saw it fail say nothing of it)."""
+def stop_template(template: subprocess.Popen, path: str, *, keep_log: bool = False) -> None:
+    """Stop ``template`` and remove its socket; its log is removed unless ``keep_log`` or it failed (kept for its
+    post-mortem, as the tests that saw it fail say nothing of it)."""
+    from training.local import stop_template as stop
+
+    if template.poll() is None:
+        stop(template)
+    with contextlib.suppress(FileNotFoundError):  # left by a template stopped before its loop (during its imports)
+        os.unlink(path)
+    if not keep_log and template.returncode in (0, -15):
+        Path(path).with_suffix(".log").unlink(missing_ok=True)
+
+
+def _stop_own_template(path: str) -> None:
     crashed = bool(_SHARED_TEMPLATE_ENDED) or any(t.poll() not in (None, 0) for t in _SHARED_TEMPLATE)
     for template in _SHARED_TEMPLATE:
-        if template.poll() is None:
-            template.terminate()
-            try:
-                template.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                template.kill()
-    if not crashed:
-        log_path.unlink(missing_ok=True)
+        stop_template(template, path, keep_log=crashed)
 
 
 def cluster_run(

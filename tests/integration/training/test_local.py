@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from platform_config import load_config
-from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, local_run
+from tests.helpers.training_runs import FAST_CONFIG, REPO_ROOT, SUITE_TEMPLATE_ENV, local_run
 from tests.helpers.training_runs import test_env as child_env
 from training.telemetry.events import read_events
 
@@ -54,11 +55,14 @@ def test_k8s_only_fault_exits_with_cause_code_and_pod_restart_recovers(tmp_path:
 
 
 def test_a_run_forks_from_the_callers_template_when_given_one(tmp_path: Path) -> None:
-    """``--template``: the test suite's template forks every launch's launcher and workers; the run starts none."""
+    """``--template``: the test suite's template forks every launch's launcher and workers; the run starts none.
+    Under xdist that is the one template of the whole run (tests/helpers/suite_template.py)."""
     proc = local_run(tmp_path / "shared", steps=6)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     log = (tmp_path / "shared" / "launcher.log").read_text()
     assert "== attempt 0 (forked from the caller's template at /tmp/training-prefork-tests-" in log
+    suite = os.environ.get(SUITE_TEMPLATE_ENV, "").partition(":")[2]  # under xdist: the controller's, for every worker
+    assert not suite or f"forked from the caller's template at {suite})" in log
     assert "[prefork] template " not in log and "cold start" not in log
     # the launcher, forked from a template that imported it with the machine's /tmp, kept its files (sockets,
     # torchelastic's log directory) in the launch's own TMPDIR, which went with the launch
@@ -69,8 +73,8 @@ def test_a_run_forks_from_the_callers_template_when_given_one(tmp_path: Path) ->
 
 
 def test_runs_started_from_several_threads_share_one_template() -> None:
-    """A fixture's thread pool asks for the template from several threads at once: one template starts, not one per
-    thread (three did, and two of them outlived the suite)."""
+    """A fixture's thread pool asks for the test process's own template (no suite template) from several threads at
+    once: one template starts, not one per thread (three did, and two of them outlived the suite)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tests.helpers import training_runs
@@ -79,12 +83,15 @@ def test_runs_started_from_several_threads_share_one_template() -> None:
         old.terminate()
         old.wait(timeout=30)
     with ThreadPoolExecutor(4) as pool:
-        paths = set(pool.map(lambda _: training_runs.shared_template(), range(4)))
+        paths = set(pool.map(lambda _: training_runs.own_template(), range(4)))
     (path,) = paths
     command = f"prefork serve --socket {path}"  # what its forks (workers, launchers) show too: count their roots
     serving = {p.name for p in Path("/proc").glob("[0-9]*") if _cmdline(p).endswith(command)}
     roots = [pid for pid in serving if _ppid(pid) not in serving]
     assert len(roots) == 1, [_cmdline(Path("/proc", pid)) for pid in roots]
+    if os.environ.get(training_runs.SUITE_TEMPLATE_ENV):  # the other runs here fork from the suite's: stop this one
+        for template in training_runs._SHARED_TEMPLATE:
+            training_runs.stop_template(template, path)
 
 
 def _ppid(pid: str) -> str:
