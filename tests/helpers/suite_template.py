@@ -31,6 +31,5 @@ def pytest_unconfigure(config: Any) -> None:
     from tests.helpers.training_runs import SUITE_TEMPLATE_ENV, stop_template
 
     while _STARTED:
-        template, path = _STARTED.pop()
-        stop_template(template, path, keep_log=template.poll() not in (None, 0))
-        os.environ.pop(SUITE_TEMPLATE_ENV, None)
+        stop_template(*_STARTED.pop())  # its log is kept if it failed
+    os.environ.pop(SUITE_TEMPLATE_ENV, None)

@@ -239,8 +239,7 @@ def stop_template(template: subprocess.Popen, path: str, *, keep_log: bool = Fal
     post-mortem, as the tests that saw it fail say nothing of it)."""
     from training.local import stop_template as stop
 
-    if template.poll() is None:
-        stop(template)
+    stop(template)  # a template that already ended is only reaped
     with contextlib.suppress(FileNotFoundError):  # left by a template stopped before its loop (during its imports)
         os.unlink(path)
     if not keep_log and template.returncode in (0, -15):
