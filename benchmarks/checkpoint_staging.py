@@ -31,8 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, call_torchrun, fmt, report, step_throughput, workers
-from training.common.prefork import SOCKET_ENV
+from benchmarks.common import REPO, call_torchrun, fmt, report, step_throughput, torchrun_command, workers
 from training.telemetry.events import read_events
 
 DEFAULT_VARIANTS = "none,sync,async,async:cuda-ipc,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached"
@@ -123,17 +122,13 @@ def free_space_error(out: Path, needed: int) -> str | None:
 
 def _launch(args: argparse.Namespace, variant: str, nproc: int) -> int:
     """torchrun the workers of one variant (bounded by ``--timeout``); returns the exit code (124: timed out)."""
-    # With a worker template's socket in the environment (the test suite's), torchrun and the workers are forked from
-    # it, as in a pod (job.prefork_workers); else they start as plain processes.
-    warm = ["-m", "training.common.prefork", "run"] if os.environ.get(SOCKET_ENV) else ["-m"]
-    cmd = [sys.executable, *warm, "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-    cmd += [*warm, "benchmarks.checkpoint_staging", "--worker", "--variants", variant, "--out", str(args.out)]
-    cmd += ["--size", args.size, "--steps", str(args.steps), "--interval", str(args.interval)]
-    cmd += ["--timeout", str(args.timeout), "--memory-interval", str(args.memory_interval)]
+    worker = ["--worker", "--variants", variant, "--out", str(args.out)]
+    worker += ["--size", args.size, "--steps", str(args.steps), "--interval", str(args.interval)]
+    worker += ["--timeout", str(args.timeout), "--memory-interval", str(args.memory_interval)]
     for flag, value in (("--seq-len", args.seq_len), ("--micro-batch", args.micro_batch), ("--config", args.config)):
         if value:
-            cmd += [flag, str(value)]
-    forked = f" (torchrun and workers forked from the template at {os.environ[SOCKET_ENV]})" if len(warm) > 1 else ""
+            worker += [flag, str(value)]
+    cmd, forked = torchrun_command(nproc, "benchmarks.checkpoint_staging", worker)
     print(f"-- {variant}: {args.steps} steps, checkpoint every {args.interval}{forked}", flush=True)
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     shutil.rmtree(_run_dir(args, variant), ignore_errors=True)

@@ -84,6 +84,20 @@ def _run_group(cmd: list[str], out: Any, timeout_s: float) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+def torchrun_command(nproc: int, module: str, args: list[str]) -> tuple[list[str], str]:
+    """``python -m torch.distributed.run --standalone`` of ``nproc`` workers running ``python -m MODULE ARGS``, and
+    what to print about how they start. With a worker template's socket in the environment (``SOCKET_ENV``: the test
+    suite's), torchrun and the workers are forked from it, as in a pod (``job.prefork_workers``): the note names it;
+    else they start as plain processes (the note is empty)."""
+    from training.common.prefork import SOCKET_ENV
+
+    socket = os.environ.get(SOCKET_ENV)
+    warm = ["-m", "training.common.prefork", "run"] if socket else ["-m"]
+    cmd = [sys.executable, *warm, "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    note = f" (torchrun and workers forked from the template at {socket})" if socket else ""
+    return [*cmd, *warm, module, *args], note
+
+
 def call_torchrun(cmd: list[str], env: dict[str, str], timeout_s: float | None = None) -> int:
     """``subprocess.call`` of a ``torchrun`` command line from the repository root, in a TMPDIR of its own removed
     after it, as a pod's /tmp: torchrun never removes its ``torchelastic_*`` directory. Raises

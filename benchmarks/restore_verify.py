@@ -17,11 +17,10 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, call_torchrun
+from benchmarks.common import REPO, call_torchrun, torchrun_command
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -79,10 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     nproc = args.nproc
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
-    print(f"Checkpoint verification at restore, {args.gb:g} GiB, {nproc} ranks (gloo, host only)", flush=True)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-    cmd += ["-m", "benchmarks.restore_verify", "--worker", "--gb", str(args.gb), "--repeats", str(args.repeats)]
-    cmd += ["--out", str(args.out)]
+    worker = ["--worker", "--gb", str(args.gb), "--repeats", str(args.repeats), "--out", str(args.out)]
+    cmd, forked = torchrun_command(nproc, "benchmarks.restore_verify", worker)
+    print(f"Checkpoint verification at restore, {args.gb:g} GiB, {nproc} ranks (gloo, host only){forked}", flush=True)
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     rc = call_torchrun(cmd, {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""})
     if rc:

@@ -12,16 +12,21 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
 # A worker that makes no step progress for this long dumps its thread stacks into the launcher log.
 export TRAINING_STALL_DUMP_S="${TRAINING_STALL_DUMP_S:-15}"
-nproc=$(python3 -c "import torch; print(torch.cuda.device_count())")
-if [[ "$nproc" -lt 1 ]]; then  # a dry run of this script on a machine without a GPU
-  echo "gpu_smoke.sh: no CUDA GPU here; running the CPU fallback (gloo, 2 workers) instead" >&2
-  nproc=2
-fi
+# One interpreter for the versions and the GPU count (an import of torch is 2 s on the CPU machines, more on a GPU's).
 python3 -c "import torch, importlib.metadata as m; cuda = torch.cuda.is_available(); \
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version() if cuda else None, \
 'gpus', torch.cuda.device_count(), torch.cuda.get_device_name(0) if cuda else 'none', \
 'nvrx', m.version('nvidia-resiliency-ext'))" \
   | tee "$out/versions.txt"
+nproc=$(awk '{for (i = 1; i < NF; i++) if ($i == "gpus") print $(i + 1)}' "$out/versions.txt")
+if [[ -z "$nproc" ]]; then
+  echo "gpu_smoke.sh: could not read the GPU count (torch and NVRx installed?)" >&2
+  exit 1
+fi
+if [[ "$nproc" -lt 1 ]]; then  # a dry run of this script on a machine without a GPU
+  echo "gpu_smoke.sh: no CUDA GPU here; running the CPU fallback (gloo, 2 workers) instead" >&2
+  nproc=2
+fi
 rc=0
 specs=${SMOKE_SPECS:-"smoke1:exception@40:1,hang@70:0,sigkill@110:1 smoke2:comm@40:1,oom@80:0"}
 for spec in $specs; do

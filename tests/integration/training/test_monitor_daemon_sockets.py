@@ -20,23 +20,22 @@ from tests.helpers.training_runs import local_run
 pytestmark = pytest.mark.integration
 
 
-def _processes() -> dict[int, tuple[int, str, set[str]]]:
-    """pid -> (parent pid, command line, open sockets) of every process."""
-    found: dict[int, tuple[int, str, set[str]]] = {}
+def _processes() -> dict[int, tuple[int, str, set[str], set[str]]]:
+    """pid -> (parent pid, command line, open sockets, other open files) of every process."""
+    found: dict[int, tuple[int, str, set[str], set[str]]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            sockets = set()
+            sockets, files = set(), set()
             for fd in os.listdir(f"/proc/{entry}/fd"):
                 target = os.readlink(f"/proc/{entry}/fd/{fd}")
-                if target.startswith("socket:"):
-                    sockets.add(target)
+                (sockets if target.startswith("socket:") else files).add(target)
         except OSError:  # the process ended meanwhile
             continue
-        found[int(entry)] = (ppid, cmdline, sockets)
+        found[int(entry)] = (ppid, cmdline, sockets, files)
     return found
 
 
@@ -58,8 +57,7 @@ def test_the_nvrx_monitor_daemon_holds_no_socket_of_its_worker(tmp_path: Path) -
     result: dict[str, object] = {}
     # 60 steps of ~40 ms: the processes are inspected once 3 steps are logged, which leaves about 2 s of training
     # (and the run's checkpoint saves) in which the workers and daemons are alive.
-    # Its own template (not the suite's shared one): the test reads the run's process tree.
-    run = lambda: result.update(proc=local_run(run_dir, steps=60, own_template=True))  # noqa: E731
+    run = lambda: result.update(proc=local_run(run_dir, steps=60))  # noqa: E731
     runner = threading.Thread(target=run, daemon=True)
     runner.start()
     deadline = time.monotonic() + 120
@@ -68,25 +66,34 @@ def test_the_nvrx_monitor_daemon_holds_no_socket_of_its_worker(tmp_path: Path) -
     assert runner.is_alive(), "the run ended before its processes could be inspected"
     assert _steps_logged(run_dir) >= 3, "the run made no progress"
     procs = _processes()
-    # The workers and the launcher are forks of the run's worker template (training.common.prefork), so they, the
-    # launcher's rank monitors and the NVRx daemons the workers fork carry the template's command line; the daemons
-    # are orphaned (double fork, new session): none of those, nor a child of one.
+    # The workers and the launcher are forks of the test process's worker template (training.common.prefork), which
+    # other tests' runs fork from too, so they, the launcher's rank monitors and the NVRx daemons the workers fork
+    # carry the template's command line; this run's hold a file of its run directory open (the launcher's log, the
+    # daemons' own logs). The daemons are orphaned (double fork, new session): none of those, nor a child of one.
+    in_run = {pid for pid, info in procs.items() if any(f.startswith(f"{run_dir}/") for f in info[3])}
     workers = _worker_pids(run_dir)
     assert len(workers) == 2 and workers <= procs.keys(), workers
     templates = {procs[w][0] for w in workers}
     assert len(templates) == 1, f"the workers have different parents: {templates}"
     (template,) = templates
-    # The launcher is forked from the template too (its other child); its rank monitors are its own forks.
-    launchers = {pid for pid, info in procs.items() if info[0] == template and pid not in workers}
-    assert len(launchers) == 1, f"expected the template to have forked one launcher, found {sorted(launchers)}"
+    # The launcher is forked from the template too (as this run's training.local is): the parent of the workers'
+    # stand-ins (``prefork run training.train``); its rank monitors are its own forks.
+    stand_ins = {pid for pid in in_run if procs[pid][1].partition("prefork run ")[2].startswith("training.train ")}
+    launchers = {procs[pid][0] for pid in stand_ins}
+    assert len(launchers) == 1, f"expected one launcher of the workers' stand-ins, found {sorted(launchers)}"
+    assert procs[next(iter(launchers))][0] == template, "the launcher is not forked from the workers' template"
     ours = workers | templates | launchers
     command = procs[template][1]
-    daemons = {pid: info for pid, info in procs.items() if info[1] == command and ours.isdisjoint((pid, info[0]))}
+    daemons = {
+        pid: info
+        for pid, info in procs.items()
+        if pid in in_run and info[1] == command and ours.isdisjoint((pid, info[0]))
+    }
     assert len(daemons) == 2, f"expected one NVRx monitor daemon per worker, found {sorted(daemons)}"
     shared = {
         (worker, daemon): sorted(procs[worker][2] & d_socks)
         for worker in workers
-        for daemon, (_, _, d_socks) in daemons.items()
+        for daemon, (_, _, d_socks, _) in daemons.items()
         if procs[worker][2] & d_socks
     }
     assert not shared, f"sockets held by a worker and an NVRx monitor daemon: {shared}"

@@ -45,10 +45,19 @@ def test_the_table_shows_the_top_files_then_the_rest_and_the_totals() -> None:
 
 
 def test_a_serial_pytest_run_leaves_one_row_per_test(tmp_path: Path) -> None:
+    """A file of its own (outside the repository: no conftest, no torch to import; its directory is the root of the
+    node ids), with a parametrized test and a class: each test, parameter and method is a row, and the file is one
+    line of the table."""
+    target = tmp_path / "test_sample.py"
+    target.write_text(
+        "import pytest\n\n"
+        "def test_plain():\n    assert sum(range(1000)) == 499500\n\n"
+        "@pytest.mark.parametrize('n', [1, 2])\ndef test_param(n):\n    assert n\n\n"
+        "class TestKind:\n    def test_method(self):\n        assert True\n"
+    )
     rows_file = tmp_path / "rows.json"
-    target = "tests/unit/benchmarks/test_common.py"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.suite_cost", "--out", str(rows_file), target, "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "benchmarks.suite_cost", "--out", str(rows_file), str(target), "-p", "no:cacheprovider"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -56,12 +65,11 @@ def test_a_serial_pytest_run_leaves_one_row_per_test(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = json.loads(rows_file.read_text())
-    assert sorted(nodeid.split("::")[1] for nodeid, _, _ in rows) == [
-        "test_a_torchrun_launch_gets_a_tmpdir_of_its_own_removed_after_it",
-        "test_fmt",
-        "test_step_throughput_needs_two_steps",
-        "test_step_throughput_skips_warmup",
-        "test_workers_on_cpu_says_it_is_the_fallback",
+    assert sorted(nodeid for nodeid, _, _ in rows) == [
+        "test_sample.py::TestKind::test_method",
+        "test_sample.py::test_param[1]",
+        "test_sample.py::test_param[2]",
+        "test_sample.py::test_plain",
     ]
     assert all(wall >= 0 and cpu >= 0 for _, wall, cpu in rows)
-    assert f"| {target} | 5 |" in proc.stdout
+    assert "| test_sample.py | 4 |" in proc.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import resource
 import subprocess
 import sys
@@ -25,9 +26,19 @@ spec.loader.exec_module(checks)  # type: ignore[union-attr]
 FI_INFO_LIST = "efa:\n    version: 202.0\nshm:\n    version: 202.0\nofi_rxm:\n    version: 202.0\n"
 
 
+def launcher_help(launcher: str) -> str:
+    """``<launcher> --help`` of the installed launcher, its module run as its console script runs it, forked from the
+    suite's worker template (which has imported it: about 2 CPU-s less than a fresh interpreter). The product's own
+    :func:`help_text`, a subprocess of the console script, is run by the runtime-mode test below."""
+    from tests.helpers.training_runs import forked_stdout
+    from training.common.prefork import LAUNCHER_MODULES
+
+    return forked_stdout(LAUNCHER_MODULES[launcher], ["--help"], timeout_s=60)
+
+
 def test_flags_of_the_real_torchrun_are_accepted() -> None:
     flags = checks.read_flags(FLAGS_FILE)
-    (result,) = checks.launcher_flag_checks({"torchrun": flags["torchrun"]}, checks.help_text)
+    (result,) = checks.launcher_flag_checks({"torchrun": flags["torchrun"]}, launcher_help)
     assert result.ok, result.detail
     assert result.detail == f"{len(flags['torchrun'])} flags accepted"
 
@@ -36,7 +47,7 @@ def test_the_installed_nvrx_041_ft_launcher_lacks_the_070_flag() -> None:
     """What the image check is for: NVRx 0.4.1 (this .venv) has no --ft-no-restart-exit-code; 0.7.0 has."""
     flags = checks.read_flags(FLAGS_FILE)["ft_launcher"]
     assert "--ft-no-restart-exit-code" in flags
-    (result,) = checks.launcher_flag_checks({"ft_launcher": flags}, checks.help_text)
+    (result,) = checks.launcher_flag_checks({"ft_launcher": flags}, launcher_help)
     assert not result.ok
     assert result.detail == "ft_launcher --help lacks --ft-no-restart-exit-code"
 
@@ -143,19 +154,26 @@ def test_version_checks_name_what_differs() -> None:
 
 
 def test_runtime_mode_end_to_end_fails_loudly_outside_the_image(tmp_path: Path) -> None:
+    """The launcher is a stand-in on PATH that prints a usage line (the real launchers' help is checked above): the
+    check runs it as a subprocess, as in the image."""
+    launcher = tmp_path / "bin" / "launcher-x"
+    launcher.parent.mkdir()
+    launcher.write_text("#!/bin/sh\necho 'usage: launcher-x [-h] [--nnodes NNODES]'\n")
+    launcher.chmod(0o755)
     flags = tmp_path / "flags.txt"
-    flags.write_text("torchrun --nnodes\n")
+    flags.write_text("launcher-x --nnodes\nlauncher-x --nproc-per-node\n")
     done = subprocess.run(
         [sys.executable, str(CHECKS_PATH), "runtime", "--flags", str(flags), "--ofi-nccl", "1.21.1"],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "PATH": f"{launcher.parent}{os.pathsep}{os.environ['PATH']}"},
     )
     assert done.returncode == 1
     lines = done.stdout.splitlines()
-    assert "CHECK flags:torchrun ok 1 flags accepted" in lines
+    assert "CHECK flags:launcher-x FAIL launcher-x --help lacks --nproc-per-node" in lines
     assert any(line.startswith("CHECK aws-ofi-nccl FAIL libnccl-net-ofi.so not in") for line in lines)
-    assert lines[-1].startswith("CHECKS FAILED: aws-ofi-nccl, aws-ofi-nccl-load")
+    assert lines[-1].startswith("CHECKS FAILED: flags:launcher-x, aws-ofi-nccl, aws-ofi-nccl-load")
 
 
 def test_build_mode_needs_every_version(tmp_path: Path) -> None:
