@@ -45,9 +45,9 @@ def test_the_table_shows_the_top_files_then_the_rest_and_the_totals() -> None:
 
 
 def test_a_serial_pytest_run_leaves_one_row_per_test(tmp_path: Path) -> None:
-    """A file of its own (outside the repository: no conftest, no torch to import; its directory is the root of the
-    node ids), with a parametrized test and a class: each test, parameter and method is a row, and the file is one
-    line of the table."""
+    """A file of its own (outside the repository: no conftest, no torch to import; ``--rootdir`` roots its node ids
+    in its directory, else pytest roots them where that and the repository meet), with a parametrized test and a
+    class: each test, parameter and method is a row, and the file is one line of the table."""
     target = tmp_path / "test_sample.py"
     target.write_text(
         "import pytest\n\n"
@@ -56,8 +56,9 @@ def test_a_serial_pytest_run_leaves_one_row_per_test(tmp_path: Path) -> None:
         "class TestKind:\n    def test_method(self):\n        assert True\n"
     )
     rows_file = tmp_path / "rows.json"
+    args = ["--out", str(rows_file), str(target), "--rootdir", str(tmp_path), "-p", "no:cacheprovider"]
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.suite_cost", "--out", str(rows_file), str(target), "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "benchmarks.suite_cost", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
