@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from training.common.prefork import SOCKET_ENV
 from training.telemetry.goodput import analyze, load_events
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,8 +90,6 @@ def torchrun_command(nproc: int, module: str, args: list[str]) -> tuple[list[str
     what to print about how they start. With a worker template's socket in the environment (``SOCKET_ENV``: the test
     suite's), torchrun and the workers are forked from it, as in a pod (``job.prefork_workers``): the note names it;
     else they start as plain processes (the note is empty)."""
-    from training.common.prefork import SOCKET_ENV
-
     socket = os.environ.get(SOCKET_ENV)
     warm = ["-m", "training.common.prefork", "run"] if socket else ["-m"]
     cmd = [sys.executable, *warm, "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]

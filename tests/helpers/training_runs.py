@@ -213,7 +213,10 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:  # someone else's: alive
         return True
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:  # reaped since the signal check
+        return False
 
 
 def start_template(path: str) -> subprocess.Popen:

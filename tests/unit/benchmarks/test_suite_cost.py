@@ -53,7 +53,7 @@ def test_a_serial_pytest_run_leaves_one_row_per_test(tmp_path: Path) -> None:
         "import pytest\n\n"
         "def test_plain():\n    assert sum(range(1000)) == 499500\n\n"
         "@pytest.mark.parametrize('n', [1, 2])\ndef test_param(n):\n    assert n\n\n"
-        "class TestKind:\n    def test_method(self):\n        assert True\n"
+        "class TestKind:\n    def test_method(self):\n        assert type(self).__name__ == 'TestKind'\n"
     )
     rows_file = tmp_path / "rows.json"
     args = ["--out", str(rows_file), str(target), "--rootdir", str(tmp_path), "-p", "no:cacheprovider"]

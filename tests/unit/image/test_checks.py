@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from platform_config import load_config
+from tests.helpers.training_runs import forked_stdout
+from training.common.prefork import LAUNCHER_MODULES
 
 CHECKS_PATH = Path(__file__).resolve().parents[3] / "image" / "checks.py"
 FLAGS_FILE = CHECKS_PATH.parent / "launcher-flags.txt"
@@ -30,9 +32,6 @@ def launcher_help(launcher: str) -> str:
     """``<launcher> --help`` of the installed launcher, its module run as its console script runs it, forked from the
     suite's worker template (which has imported it: about 2 CPU-s less than a fresh interpreter). The product's own
     :func:`help_text`, a subprocess of the console script, is run by the runtime-mode test below."""
-    from tests.helpers.training_runs import forked_stdout
-    from training.common.prefork import LAUNCHER_MODULES
-
     return forked_stdout(LAUNCHER_MODULES[launcher], ["--help"], timeout_s=60)
 
 
