@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from training.common.prefork import SOCKET_ENV
+from training.launch.prefork import SOCKET_ENV
 from training.telemetry.goodput import analyze, load_events
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def torchrun_command(nproc: int, module: str, args: list[str]) -> tuple[list[str
     suite's), torchrun and the workers are forked from it, as in a pod (``job.prefork_workers``): the note names it;
     else they start as plain processes (the note is empty)."""
     socket = os.environ.get(SOCKET_ENV)
-    warm = ["-m", "training.common.prefork", "run"] if socket else ["-m"]
+    warm = ["-m", "training.launch.prefork", "run"] if socket else ["-m"]
     cmd = [sys.executable, *warm, "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
     note = f" (torchrun and workers forked from the template at {socket})" if socket else ""
     return [*cmd, *warm, module, *args], note

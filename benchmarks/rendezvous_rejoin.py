@@ -38,7 +38,7 @@ from typing import Any
 import psutil
 
 from benchmarks.common import fmt
-from training.common.prefork import LAUNCHER_MODULES
+from training.launch.prefork import LAUNCHER_MODULES
 
 #: The two agents: node 0 hosts the rendezvous store and survives, node 1 is lost and replaced.
 SURVIVOR, LOST, REPLACEMENT = "node0", "node1", "replacement"

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from charts.names import CONFIG_PATH, job_name, rendezvous_host, run_dir
 from charts.topology import Topology
 from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
-from training.common.prefork import LAUNCHER_MODULES
+from training.launch.prefork import LAUNCHER_MODULES
 from training.resilience.exit_codes import fail_job_exit_codes
 
 TRAINING_MODULE = "training.train"
 #: A process forked from the pod's worker template (``job.prefork_workers``): ``PREFORK_RUN MODULE ARGS...``.
-PREFORK_RUN = ("python", "-m", "training.common.prefork", "run")
+PREFORK_RUN = ("python", "-m", "training.launch.prefork", "run")
 
 
 @dataclass(frozen=True)
@@ -254,9 +254,9 @@ def supervisor_script(
             f"export TRAINING_PREFORK_SOCKET={sock}",
             "prefork=",
             """trap '[ -n "$prefork" ] && kill -KILL "$prefork" 2>/dev/null' EXIT  # not only as PID 1 (tests)""",
-            "start_prefork() {  # the worker template (training.common.prefork): the training code imported once",
+            "start_prefork() {  # the worker template (training.launch.prefork): the training code imported once",
             '  if [ -z "$prefork" ] || ! kill -0 "$prefork" 2>/dev/null; then',
-            f"    python -m training.common.prefork serve --socket {sock} &",
+            f"    python -m training.launch.prefork serve --socket {sock} &",
             "    prefork=$!",
             "  fi",
             "}",

@@ -533,7 +533,7 @@ class KubernetesJobConfig(_Strict):
     backoff_limit: int = Field(default=3, ge=0, description="counted pod failures allowed per index")
     rendezvous: RendezvousConfig = Field(default_factory=RendezvousConfig)
     relaunch: RelaunchBudget = Field(default_factory=RelaunchBudget)
-    #: Workers are forked by a per-pod template that imported the training code once (``training.common.prefork``),
+    #: Workers are forked by a per-pod template that imported the training code once (``training.launch.prefork``),
     #: so no worker start (a first launch, an ft_launcher restart, a relaunch) pays those imports; False: every
     #: worker is a fresh ``python -m training.train``.
     prefork_workers: bool = True

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from training.common.prefork import WARM_MODULES
+from training.launch.prefork import WARM_MODULES
 
 REPO = Path(__file__).resolve().parents[1]
 #: Packages whose every module is imported (each imports the aws-cdk-lib or cdk8s-plus bindings it builds on).

@@ -29,7 +29,7 @@ from typing import Any
 from platform_config import exits_on_config_error, load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
 from training.common.gpus import cuda_device_count
-from training.common.prefork import LAUNCHER_MODULES, SOCKET_ENV
+from training.launch.prefork import LAUNCHER_MODULES, SOCKET_ENV
 from training.resilience.exit_codes import (
     ExitCode,
     clear_exit_status,
@@ -49,9 +49,9 @@ def worker_command(
     args: argparse.Namespace, mode: RecoveryMode, steps: int, faults: str, *, prefork: bool = False
 ) -> list[str]:
     """What the launcher runs per worker (after ``python``): ``-m training.train ...``, through the worker template's
-    stand-in (``-m training.common.prefork run training.train ...``) with ``prefork``."""
+    stand-in (``-m training.launch.prefork run training.train ...``) with ``prefork``."""
     cmd = [
-        *(["-m", "training.common.prefork", "run", "training.train"] if prefork else ["-m", "training.train"]),
+        *(["-m", "training.launch.prefork", "run", "training.train"] if prefork else ["-m", "training.train"]),
         "--run-dir",
         str(args.run_dir),
         "--mode",
@@ -122,7 +122,7 @@ def launch(args: argparse.Namespace) -> int:
         launcher = ["torchrun", f"--nproc-per-node={nproc}", "--max-restarts=0", f"--master-port={port}"]
     name = launcher[0]
     if prefork:  # forked from the worker template too, as in a pod: a launch pays no launcher imports
-        launcher = [sys.executable, "-m", "training.common.prefork", "run", LAUNCHER_MODULES[name], *launcher[1:]]
+        launcher = [sys.executable, "-m", "training.launch.prefork", "run", LAUNCHER_MODULES[name], *launcher[1:]]
     else:
         bin_dir = Path(sys.executable).parent
         launcher[0] = str(bin_dir / name) if (bin_dir / name).exists() else name
@@ -214,10 +214,10 @@ def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> in
 
 
 def start_template(run_dir: Path, env: dict[str, str], log: Any) -> subprocess.Popen:
-    """The worker template (:mod:`training.common.prefork`) of one launch; sets its socket in ``env`` for workers."""
+    """The worker template (:mod:`training.launch.prefork`) of one launch; sets its socket in ``env`` for workers."""
     env[SOCKET_ENV] = path = f"/tmp/training-prefork-{os.getpid()}-{time.monotonic_ns()}.sock"
     return subprocess.Popen(
-        [sys.executable, "-m", "training.common.prefork", "serve", "--socket", path], env=env, stdout=log, stderr=log
+        [sys.executable, "-m", "training.launch.prefork", "serve", "--socket", path], env=env, stdout=log, stderr=log
     )
 
 
@@ -306,7 +306,7 @@ def run_local(
     Output is captured.
     """
     # With a caller's template, this process too is forked from it: no imports of its own (~0.6 CPU-s a run).
-    local = ["-m", "training.local"] if template is None else ["-m", "training.common.prefork", "run", "training.local"]
+    local = ["-m", "training.local"] if template is None else ["-m", "training.launch.prefork", "run", "training.local"]
     cmd = [sys.executable, *local]
     cmd += run_args(
         run_dir, config=config, steps=steps, faults=faults, mode=mode, nproc=nproc, fresh=fresh, nodes=nodes
@@ -320,7 +320,7 @@ def run_local(
     if manifests is not None:
         cmd += ["--manifests", str(manifests)]
     if template is not None:
-        from training.common.prefork import SOCKET_ENV
+        from training.launch.prefork import SOCKET_ENV
 
         cmd += ["--template", template]
         env = {**(os.environ if env is None else env), SOCKET_ENV: template}
@@ -347,7 +347,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="fork the launcher and workers from the worker template the caller keeps at this socket "
-        "(python -m training.common.prefork serve --socket PATH) instead of starting one per launch; with --nodes, "
+        "(python -m training.launch.prefork serve --socket PATH) instead of starting one per launch; with --nodes, "
         "each pod's template is forked from it into the pod (for tests: pods then start faster than a cluster's)",
     )
     cluster = p.add_argument_group("local cluster (--nodes): the training Job's manifests as N pods of namespaces")

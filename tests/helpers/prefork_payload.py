@@ -1,4 +1,4 @@
-"""Test-only module run as a worker through :mod:`training.common.prefork` (stdlib only, so a template warms nothing).
+"""Test-only module run as a worker through :mod:`training.launch.prefork` (stdlib only, so a template warms nothing).
 
 ``python -m tests.helpers.prefork_payload ACTION [ARG]``: prints its pid, parent pid, argv, ``PAYLOAD_ENV`` and working
 directory, then ``exit CODE``, ``kill SIGNAL`` (itself), ``term`` (waits for SIGTERM, then exits 143) or ``sleep
@@ -50,10 +50,10 @@ if __name__ == "__main__":
 
         print(f"payload host={socket.gethostname()}", flush=True)
         sys.exit(0)
-    if action == "identity":  # what training.common.import_identity renewed after the fork (the tests' template)
+    if action == "identity":  # what training.launch.import_identity renewed after the fork (the tests' template)
         import logging
 
-        from training.common.import_identity import LAUNCHER_SOCKET
+        from training.launch.import_identity import LAUNCHER_SOCKET
 
         for module in ("launcher", "_ft_rendezvous"):
             name = f"nvidia_resiliency_ext.fault_tolerance.{module}"
@@ -62,7 +62,7 @@ if __name__ == "__main__":
         print(f"payload root handlers={len(root.handlers)} level={root.level}", flush=True)
         sys.exit(0)
     if action == "names":  # whose get_method_name the rendezvous module (tests.helpers.rendezvous_stub) has
-        from training.common.rendezvous_names import MODULES
+        from training.launch.rendezvous_names import MODULES
 
         print(f"payload get_method_name from {sys.modules[MODULES[0]].get_method_name.__module__}", flush=True)
         sys.exit(0)
@@ -81,7 +81,7 @@ if __name__ == "__main__":
         import multiprocessing
 
         if len(sys.argv) > 3:
-            from training.common.prefork import route_spawns
+            from training.launch.prefork import route_spawns
 
             route_spawns(sys.argv[3])
         ctx = multiprocessing.get_context("spawn")

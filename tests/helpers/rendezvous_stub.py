@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import sys
 
-from training.common.rendezvous_names import MODULES
+from training.launch.rendezvous_names import MODULES
 
 
 def get_method_name(depth: int = 2) -> str:  # the library's code, as torch 2.13 and NVRx 0.4.1/0.7.0 have it

@@ -88,9 +88,9 @@ def forked_stdout(module: str, args: list[str], timeout_s: float, **env_vars: st
 
     The TMPDIR, removed after it, takes what the processes it kills leave (NVRx writers' ``pymp-*`` directories);
     its path is short (in the machine's /tmp): AF_UNIX socket paths in it must fit 107 bytes."""
-    from training.common.prefork import SOCKET_ENV
+    from training.launch.prefork import SOCKET_ENV
 
-    cmd = [sys.executable, "-m", "training.common.prefork", "run", module, *args]
+    cmd = [sys.executable, "-m", "training.launch.prefork", "run", module, *args]
     with tempfile.TemporaryDirectory(prefix="forked-") as tmp:
         env = {**child_env(TMPDIR=tmp), **env_vars, SOCKET_ENV: shared_template()}
         proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -174,7 +174,7 @@ SUITE_TEMPLATE_ENV = "TRAINING_TESTS_SUITE_TEMPLATE"
 
 
 def shared_template() -> str:
-    """The socket of the worker template (:mod:`training.common.prefork`) the local and torchrun runs of this test
+    """The socket of the worker template (:mod:`training.launch.prefork`) the local and torchrun runs of this test
     process fork from: the suite's (:data:`SUITE_TEMPLATE_ENV`, one for all xdist workers) while it serves, else
     this process's own (:func:`own_template`). Either way the training code is imported once, not once per launch
     and worker (4-6 CPU-s each on the 2-core machines). The template forks each process with that process's own
@@ -220,13 +220,13 @@ def _alive(pid: int) -> bool:
 
 
 def start_template(path: str) -> subprocess.Popen:
-    """``python -m training.common.prefork serve`` at ``path`` (its log beside it); returns once it listens there (it
+    """``python -m training.launch.prefork serve`` at ``path`` (its log beside it); returns once it listens there (it
     binds before its imports: runs that connect earlier wait in its backlog)."""
     import time
 
     log = open(Path(path).with_suffix(".log"), "a")  # noqa: SIM115 (the template's, until it ends)
     env = child_env(PYTHONWARNINGS="ignore")  # as training.local gives its own template
-    cmd = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", path]
+    cmd = [sys.executable, "-m", "training.launch.prefork", "serve", "--socket", path]
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a dead template's socket: wait for the new one's
     template = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
@@ -348,15 +348,15 @@ def torchrun(
         target = ".".join(Path(target).resolve().relative_to(REPO_ROOT).with_suffix("").parts)
     cmd = [
         sys.executable,
-        *("-m", "training.common.prefork", "run", "torch.distributed.run"),
+        *("-m", "training.launch.prefork", "run", "torch.distributed.run"),
         f"--nproc-per-node={nproc}",
         "--nnodes=1",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint=127.0.0.1:{free_port()}",
         "--max-restarts=0",
-        *("-m", "training.common.prefork", "run", target, *args),
+        *("-m", "training.launch.prefork", "run", target, *args),
     ]
-    from training.common.prefork import SOCKET_ENV
+    from training.launch.prefork import SOCKET_ENV
     from training.resilience.inprocess import STORE_PORT_ENV
 
     # A port of its own for the in-process layer's store too: on the config's fixed one, an in-process run of the

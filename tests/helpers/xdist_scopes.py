@@ -34,7 +34,7 @@ WAITING_FILES = frozenset(
         "tests/integration/training/test_determinism.py",
         "tests/integration/training/test_recovery_layers.py",
         "tests/integration/training/test_sigterm_in_save.py",
-        "tests/unit/training/common/test_prefork.py",
+        "tests/unit/training/launch/test_prefork.py",
         "tests/unit/charts/test_launch_command.py",
         "tests/unit/training/checkpoint/test_saves.py",
         "tests/unit/training/resilience/test_hang.py",

@@ -32,7 +32,7 @@ _PROCESS_ID = uuid.uuid4().hex
 
 def process_id() -> str:
     """Identifies this process in the metas it writes (a slot written by this process is "own memory"). A fork (a
-    worker forked by :mod:`training.common.prefork`'s template) gets a new one: it holds none of its parent's
+    worker forked by :mod:`training.launch.prefork`'s template) gets a new one: it holds none of its parent's
     buffers."""
     return _PROCESS_ID
 

@@ -37,7 +37,7 @@ from training.cluster.pods import Storage, container_env, driver_mounts, volume_
 from training.cluster.sandbox import PodSandbox, PodSpec
 from training.common.files import atomic_write_json
 from training.common.gpus import cuda_device_count, driver_library_dir
-from training.common.prefork import ZYGOTE_ENV
+from training.launch.prefork import ZYGOTE_ENV
 from training.resilience.restarts import record_node_fault
 from training.telemetry.events import EventLog
 from training.telemetry.progress import EventTail, describe
@@ -73,7 +73,7 @@ class ClusterOptions:
     #: this host's. For ``--synth-only`` on a machine with Node for a GPU host without it.
     host_gpus: int | None = None
     #: A worker template the caller keeps (``training.local --template``): each pod's template is forked from it into
-    #: the pod (:mod:`training.common.prefork`'s warm pods) instead of importing the training code. For the test
+    #: the pod (:mod:`training.launch.prefork`'s warm pods) instead of importing the training code. For the test
     #: suite: a replacement pod is then ready seconds sooner than a real one, so recovery times are not the cluster's.
     template: str | None = None
     #: Progress lines count seconds from here (the dataset Job and the training Job on one clock).

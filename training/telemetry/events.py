@@ -26,7 +26,7 @@ import os
 import time
 from pathlib import Path
 
-from training.common.prefork import LAUNCHER_PID_ENV
+from training.launch.prefork import LAUNCHER_PID_ENV
 
 # The pod's supervisor runs ``python -m training.telemetry.events launch`` at every launch: only what that uses is
 # imported, no dataclasses, typing or socket (80 -> 50 CPU-ms a command, docs/benchmarks.md session 23).
@@ -84,7 +84,7 @@ class EventLog:
         self.iteration = 0
         #: Callables that get every record after it is written (e.g. the CloudWatch EMF emitter).
         self.sinks: list[Callable[[dict[str, Any]], None]] = []
-        #: A worker forked by training.common.prefork: the pid its launcher knows (and logs), its stand-in's.
+        #: A worker forked by training.launch.prefork: the pid its launcher knows (and logs), its stand-in's.
         self.launcher_pid = env_int(LAUNCHER_PID_ENV) if LAUNCHER_PID_ENV in os.environ else None
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:

@@ -85,7 +85,7 @@ class Process:
 
     @property
     def launcher_pid(self) -> int | None:
-        """The pid its launcher knows it by (and logs): a forked worker's stand-in (``training.common.prefork``), else
+        """The pid its launcher knows it by (and logs): a forked worker's stand-in (``training.launch.prefork``), else
         its own."""
         return next((e["launcher_pid"] for e in self.events if "launcher_pid" in e), self.pid)
 

@@ -10,7 +10,7 @@ import torch
 
 from benchmarks.checkpoint_staging import main
 from tests.helpers.training_runs import shared_template
-from training.common.prefork import SOCKET_ENV
+from training.launch.prefork import SOCKET_ENV
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU fallback")

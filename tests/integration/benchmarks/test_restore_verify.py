@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.restore_verify import main
 from tests.helpers.training_runs import shared_template
-from training.common.prefork import SOCKET_ENV
+from training.launch.prefork import SOCKET_ENV
 
 
 def test_restore_verify_times_both_ways_on_two_ranks(

@@ -26,7 +26,7 @@ from charts.names import run_dir
 from charts.topology import Topology
 from platform_config import RecoveryMode, config_from_dict
 from tests.helpers.training_runs import free_port, shared_template
-from training.common.prefork import ZYGOTE_ENV
+from training.launch.prefork import ZYGOTE_ENV
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]

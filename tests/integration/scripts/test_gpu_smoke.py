@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.helpers.training_runs import REPO_ROOT, child_env, shared_template
-from training.common.prefork import ZYGOTE_ENV
+from training.launch.prefork import ZYGOTE_ENV
 
 pytestmark = pytest.mark.integration
 

@@ -77,7 +77,7 @@ INDEX1_PODS = {
 #: pods). A cold pod differs from a warm one only in where its template comes from; the launcher and the workers are
 #: forked from it the same way in every mode, so one cold run covers the path (each cold pod costs 4-6 CPU-s).
 COLD = {"fail-job/inprocess-ft"}
-#: What a warm pod's template says when it is ready (training.common.prefork).
+#: What a warm pod's template says when it is ready (training.launch.prefork).
 FORKED_INTO_POD = "(forked into this pod from the template at /run/training-prefork-zygote.sock)"
 
 

@@ -66,7 +66,7 @@ def test_the_nvrx_monitor_daemon_holds_no_socket_of_its_worker(tmp_path: Path) -
     assert runner.is_alive(), "the run ended before its processes could be inspected"
     assert _steps_logged(run_dir) >= 3, "the run made no progress"
     procs = _processes()
-    # The workers and the launcher are forks of the test process's worker template (training.common.prefork), which
+    # The workers and the launcher are forks of the test process's worker template (training.launch.prefork), which
     # other tests' runs fork from too, so they, the launcher's rank monitors and the NVRx daemons the workers fork
     # carry the template's command line; this run's hold a file of its run directory open (the launcher's log, the
     # daemons' own logs). The daemons are orphaned (double fork, new session): none of those, nor a child of one.

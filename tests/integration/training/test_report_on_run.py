@@ -59,7 +59,7 @@ def _kill_rank1_before(run_dir: Path, step: int, done: threading.Event) -> dict[
         if any(e["event"] == "step" and e["step"] == step - 1 for e in first):
             (start,) = [e for e in first if e["event"] == "start" and e["rank"] == 1]
             os.kill(start["pid"], signal.SIGKILL)
-            # the pid ft_launcher logs: a forked worker's stand-in (training.common.prefork)
+            # the pid ft_launcher logs: a forked worker's stand-in (training.launch.prefork)
             launcher_pid = start.get("launcher_pid", start["pid"])
             seen.update(pid=start["pid"], launcher_pid=launcher_pid, host=start["host"], killed_at=time.time())
             return seen

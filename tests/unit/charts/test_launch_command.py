@@ -203,10 +203,10 @@ def test_worker_script_marks_only_the_unrecoverable_code_and_stops_the_launcher(
     script = lc.worker_script(cfg, module="platform_config.missing_module", files=files)
     # python -m <missing module> (through the template's stand-in, which starts it cold here: no template) exits 1:
     # no marker, the launcher is left alone (it may restart the worker)
-    assert "python -m training.common.prefork run platform_config.missing_module" in script
+    assert "python -m training.launch.prefork run platform_config.missing_module" in script
     assert _as_child(script) == (1, "-") and not marker.exists()
     fake = script.replace(
-        "python -m training.common.prefork run platform_config.missing_module",
+        "python -m training.launch.prefork run platform_config.missing_module",
         f"exit_with() {{ return $1; }}; exit_with {code}",
     )
     # the unrecoverable code: marker written and the launcher (the parent) told to stop before it can restart
@@ -278,13 +278,13 @@ def test_warm_workers_are_a_switch_of_the_pod_command(cfg):
     topology = Topology.from_config(cfg)
     on = lc.supervisor_script(cfg, RecoveryMode.INPROCESS_FT, topology)
     assert "export TRAINING_PREFORK_SOCKET=/tmp/training-prefork.sock" in on
-    assert "python -m training.common.prefork serve --socket /tmp/training-prefork.sock &" in on
+    assert "python -m training.launch.prefork serve --socket /tmp/training-prefork.sock &" in on
     assert on.index("  start_prefork  #") < on.index("    until timeout 2 bash")  # imports overlap the host wait
-    assert 'python -m training.common.prefork run training.train "$@"' in lc.worker_script(cfg)
+    assert 'python -m training.launch.prefork run training.train "$@"' in lc.worker_script(cfg)
     # the launchers are forked from the template too, by module (what their console scripts run)
-    assert "\n  python -m training.common.prefork run nvidia_resiliency_ext.fault_tolerance.launcher --nnodes " in on
+    assert "\n  python -m training.launch.prefork run nvidia_resiliency_ext.fault_tolerance.launcher --nnodes " in on
     torchrun = lc.supervisor_script(cfg, RecoveryMode.K8S_ONLY, topology)
-    assert "\n  python -m training.common.prefork run torch.distributed.run --nnodes " in torchrun
+    assert "\n  python -m training.launch.prefork run torch.distributed.run --nnodes " in torchrun
     off_cfg = make_cfg(job={"prefork_workers": False})
     off = lc.supervisor_script(off_cfg, RecoveryMode.INPROCESS_FT, Topology.from_config(off_cfg))
     assert "prefork" not in off

@@ -13,7 +13,7 @@ import pytest
 
 from platform_config import load_config
 from tests.helpers.training_runs import forked_stdout
-from training.common.prefork import LAUNCHER_MODULES
+from training.launch.prefork import LAUNCHER_MODULES
 
 CHECKS_PATH = Path(__file__).resolve().parents[3] / "image" / "checks.py"
 FLAGS_FILE = CHECKS_PATH.parent / "launcher-flags.txt"

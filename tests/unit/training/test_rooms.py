@@ -12,6 +12,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 TRAINING = Path(__file__).resolve().parents[3] / "training"
 TOP_LEVEL = {"__init__.py", "train.py", "trainer.py", "local.py"}
 
@@ -53,7 +55,7 @@ def test_only_the_entry_points_sit_at_the_top_of_training():
 
 def test_every_room_declares_its_imports_and_keeps_to_them():
     names = {room.name for room in rooms()}
-    assert {"checkpoint", "common", "data", "model", "parallel", "resilience", "telemetry"} <= names
+    assert {"checkpoint", "common", "data", "launch", "model", "parallel", "resilience", "telemetry"} <= names
     for room in rooms():
         allowed = declared(room) | {room.name}
         assert allowed - {room.name} <= names, f"{room.name} declares rooms that do not exist"
@@ -64,14 +66,15 @@ def test_every_room_declares_its_imports_and_keeps_to_them():
             assert used <= allowed, f"{module.relative_to(TRAINING)} imports {sorted(used - allowed)}, not declared"
 
 
-def test_the_common_room_needs_no_third_party_package():
-    """The standard library and the room's own modules only."""
-    for module in (TRAINING / "common").rglob("*.py"):
+@pytest.mark.parametrize("room", ["common", "launch"])
+def test_the_stdlib_rooms_need_no_third_party_package(room: str):
+    """The standard library and the room's own modules only (``launch``: a stand-in starts for every worker)."""
+    for module in (TRAINING / room).rglob("*.py"):
         for node in ast.walk(ast.parse(module.read_text())):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 for mod in mods:
-                    own = mod == "training.common" or mod.startswith("training.common.")
+                    own = mod == f"training.{room}" or mod.startswith(f"training.{room}.")
                     assert own or mod.split(".")[0] in sys.stdlib_module_names | {"__future__"}, mod
 
 

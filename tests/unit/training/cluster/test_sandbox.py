@@ -109,11 +109,11 @@ def test_a_pods_template_forked_from_one_outside_it_runs_its_workers_in_the_pod(
     from tests.helpers.training_runs import REPO_ROOT, child_env
 
     zygote = tmp_path / "zygote.sock"
-    argv = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", str(zygote), "--warm", "json"]
+    argv = [sys.executable, "-m", "training.launch.prefork", "serve", "--socket", str(zygote), "--warm", "json"]
     outside = subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
     script = (
-        "python -m training.common.prefork serve --socket /tmp/t.sock & export TRAINING_PREFORK_SOCKET=/tmp/t.sock; "
-        "python -m training.common.prefork run tests.helpers.prefork_payload where; echo payload-exit $?; sleep 60"
+        "python -m training.launch.prefork serve --socket /tmp/t.sock & export TRAINING_PREFORK_SOCKET=/tmp/t.sock; "
+        "python -m training.launch.prefork run tests.helpers.prefork_payload where; echo payload-exit $?; sleep 60"
     )
     spec = PodSpec(
         name="p0",

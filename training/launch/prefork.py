@@ -5,11 +5,11 @@ A worker's cold start imports torch, DTensor, DCP and NVRx before it does anythi
 per node (pod) pays it once, off the restart path. The pod's supervisor has it fork the launcher (torchrun,
 ft_launcher) too, which otherwise pays most of the same imports at every relaunch:
 
-- ``python -m training.common.prefork serve --socket PATH`` binds and listens on a Unix socket at once (a worker that
+- ``python -m training.launch.prefork serve --socket PATH`` binds and listens on a Unix socket at once (a worker that
   connects early waits in the backlog), then imports :data:`WARM_MODULES`, freezes the collector, and serves: for
   each request it forks a child that becomes the worker, running the module as ``python -m`` would (``runpy``).
   The template never initialises CUDA (a forked CUDA context is unusable) and holds no thread when it forks.
-- ``python -m training.common.prefork run MODULE ARGS...`` (the worker as the launcher sees it: a light process, stdlib
+- ``python -m training.launch.prefork run MODULE ARGS...`` (the worker as the launcher sees it: a light process, stdlib
   only) sends its argv, environment, working directory and standard streams (``SCM_RIGHTS``) to the template, and
   stands in for the forked worker: it forwards SIGTERM/SIGINT/SIGHUP/SIGUSR1/SIGUSR2 to it and ends as it ended
   (the same exit code, or killed by the same signal). The worker leads a process group of its own (it cannot join
@@ -28,7 +28,7 @@ run.
 
 Warm pods, for the local cluster's test runs (``training.local --nodes --template``): with ``TRAINING_PREFORK_ZYGOTE``
 set, ``serve`` binds its socket, then asks the template at that path (the *zygote*, outside the pod) to *adopt* it.
-The zygote forks a child that joins the requester's namespaces and root (:mod:`training.common.namespaces`) and forks
+The zygote forks a child that joins the requester's namespaces and root (:mod:`training.launch.namespaces`) and forks
 the pod's template there, already imported, serving on the requester's listening socket after checking that every
 module it holds is the file this pod's own interpreter would have imported. The requester stands in for it as
 ``run`` does for a worker, and asks again when it is SIGKILLed (the pod's supervisor kills every process but the one
@@ -292,7 +292,7 @@ def _serve(
     import importlib
     import select
 
-    from training.common import import_identity, rendezvous_names
+    from training.launch import import_identity, rendezvous_names
 
     wake_r, wake_w = os.pipe()  # signals wake the select loop (a SIGCHLD: a worker to reap; SIGTERM: stop)
     os.set_blocking(wake_w, False)
@@ -517,8 +517,8 @@ def _die_with(pid: int) -> None:
 
 def _fresh_process_state() -> None:
     """What a fresh interpreter would have that a fork shares with its siblings: its own logging set-up and NVRx's
-    per-process names (:mod:`training.common.import_identity`), torch's seeds and thread count."""
-    from training.common import import_identity
+    per-process names (:mod:`training.launch.import_identity`), torch's seeds and thread count."""
+    from training.launch import import_identity
 
     import_identity.renew()
     torch = sys.modules.get("torch")
@@ -535,7 +535,7 @@ def _fresh_process_state() -> None:
 #: What a spawned child's stand-in runs (``python -c``): ``sys.path`` first gets the directory that holds the
 #: ``training`` package, which the spawning process's working directory need not be.
 _SPAWNED_CODE = (
-    "import sys; sys.path.insert(0, {root!r}); from training.common.prefork import main; sys.exit(main(sys.argv[1:]))"
+    "import sys; sys.path.insert(0, {root!r}); from training.launch.prefork import main; sys.exit(main(sys.argv[1:]))"
 )
 
 
@@ -604,7 +604,7 @@ def _stand_in_for_adopted(zygote: str, path: str, listener: socket.socket) -> in
 
 def _adopt(conn: socket.socket, request: dict, fds: list[int]) -> None:
     """In the zygote's fork: join the requester's namespaces and root, fork its template there, end as that ends."""
-    from training.common import namespaces
+    from training.launch import namespaces
 
     peer = -1
     try:

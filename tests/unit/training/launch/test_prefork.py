@@ -1,4 +1,4 @@
-"""The worker template (:mod:`training.common.prefork`) with real processes, sockets and signals: a stand-in's
+"""The worker template (:mod:`training.launch.prefork`) with real processes, sockets and signals: a stand-in's
 worker is a fork of the template that ends as a cold ``python -m`` would, and never outlives its stand-in."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ PAYLOAD = "tests.helpers.prefork_payload"
 
 def _template(sock: Path, *warm: str) -> subprocess.Popen:
     """A template importing ``warm`` (stdlib-only modules here, so it is ready at once); waits until it is."""
-    argv = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", str(sock)]
+    argv = [sys.executable, "-m", "training.launch.prefork", "serve", "--socket", str(sock)]
     for module in warm or ("json",):
         argv += ["--warm", module]
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
@@ -48,7 +48,7 @@ def _stand_in(
     env = {**child_env(), "PAYLOAD_ENV": "from-the-stand-in", **(env_vars or {})}
     if sock is not None:
         env["TRAINING_PREFORK_SOCKET"] = str(sock)
-    argv = [sys.executable, "-m", "training.common.prefork", "run", PAYLOAD, *args]
+    argv = [sys.executable, "-m", "training.launch.prefork", "run", PAYLOAD, *args]
     return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
@@ -85,7 +85,7 @@ def test_sigterm_to_the_stand_in_reaches_the_worker(template, tmp_path):
 def _answer_later(tmp_path: Path) -> tuple[subprocess.Popen, socket.socket]:
     """A stand-in whose template is played here, on the protocol's own framing, so that the window between its
     request and the answer stays open: the stand-in and the accepted connection, the request read."""
-    from training.common.prefork import _recv_json
+    from training.launch.prefork import _recv_json
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(tmp_path / "peer.sock"))
@@ -104,7 +104,7 @@ def test_a_signal_before_the_template_answers_reaches_the_worker_once_it_does(tm
     """The worker may print before the template's answer names it (it writes to the stand-in's own streams), so a
     launcher's SIGTERM can come in between (seen once on three loaded xdist workers): the stand-in keeps it and
     sends it to the worker's group once it knows it, then ends as the worker did."""
-    from training.common.prefork import _send_json
+    from training.launch.prefork import _send_json
 
     stand_in, conn = _answer_later(tmp_path)
     worker = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a group of its own, as a forked worker's
@@ -124,7 +124,7 @@ def test_a_signal_before_the_template_answers_reaches_the_worker_once_it_does(tm
 
 def test_a_signal_before_a_refusal_ends_the_stand_in_instead_of_a_cold_start(tmp_path):
     """Refused after a SIGTERM came, the stand-in ends by it rather than starting the worker cold."""
-    from training.common.prefork import _send_json
+    from training.launch.prefork import _send_json
 
     stand_in, conn = _answer_later(tmp_path)
     try:
@@ -284,7 +284,7 @@ def test_the_template_removes_its_socket_on_sigterm(template):
 
 def test_the_template_gives_the_rendezvous_the_cheap_method_name(tmp_path):
     """A launcher forked from the template records its rendezvous events without ``inspect.stack()``
-    (:mod:`training.common.rendezvous_names`): the template swapped the function after its imports."""
+    (:mod:`training.launch.rendezvous_names`): the template swapped the function after its imports."""
     sock = tmp_path / "t.sock"
     proc = _template(sock, "tests.helpers.rendezvous_stub")
     try:
@@ -292,7 +292,7 @@ def test_the_template_gives_the_rendezvous_the_cheap_method_name(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    assert "payload get_method_name from training.common.rendezvous_names" in out, err
+    assert "payload get_method_name from training.launch.rendezvous_names" in out, err
 
 
 # ---- warm pods: a template forked into the requester from a zygote (ZYGOTE_ENV) -------------------------------------
@@ -300,7 +300,7 @@ def test_the_template_gives_the_rendezvous_the_cheap_method_name(tmp_path):
 
 def _adopting(sock: Path, zygote: Path, **env: str) -> subprocess.Popen:
     """``serve`` at ``sock`` asking the template at ``zygote`` for a template (what a pod's supervisor starts)."""
-    argv = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", str(sock), "--warm", "json"]
+    argv = [sys.executable, "-m", "training.launch.prefork", "serve", "--socket", str(sock), "--warm", "json"]
     full_env = {**child_env(), "TRAINING_PREFORK_ZYGOTE": str(zygote), **env}
     return subprocess.Popen(
         argv, cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -367,7 +367,7 @@ def test_a_zygote_holding_a_module_the_requester_would_not_import_is_refused_and
     (tmp_path / "extra").mkdir()
     (tmp_path / "extra" / "zmod.py").write_text("VALUE = 1\n")
     zygote = tmp_path / "zygote.sock"
-    argv = [sys.executable, "-m", "training.common.prefork", "serve", "--socket", str(zygote), "--warm", "zmod"]
+    argv = [sys.executable, "-m", "training.launch.prefork", "serve", "--socket", str(zygote), "--warm", "zmod"]
     env = {**child_env(), "PYTHONPATH": str(tmp_path / "extra")}
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
     sock = tmp_path / "pod.sock"
@@ -396,7 +396,7 @@ def test_a_zygote_holding_a_module_the_requester_would_not_import_is_refused_and
 def test_a_pod_told_to_stop_while_it_asks_the_zygote_ends_by_it_instead_of_importing(tmp_path):
     """A pod's template SIGTERMed while its request to the zygote is unanswered (the zygote played here, on the
     protocol's framing): refused, it ends by that signal rather than importing and serving."""
-    from training.common.prefork import _recv_json, _send_json
+    from training.launch.prefork import _recv_json, _send_json
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(tmp_path / "zygote.sock"))

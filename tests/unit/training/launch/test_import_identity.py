@@ -11,7 +11,7 @@ from tests.helpers.training_runs import forked_stdout, python_stdout
 #: copied by another module), then a fork whose child renews them; stdlib and the module under test only.
 FORK_SCRIPT = """
 import logging, os, sys, tempfile, types
-from training.common import import_identity
+from training.launch import import_identity
 os.environ["TMPDIR"] = "/tmp"
 with import_identity.recording():
     logging.basicConfig(level="INFO", format=f"[ft_launcher{os.getpid()}] %(message)s")

@@ -4,7 +4,7 @@ Every rendezvous event that torch's c10d rendezvous and NVRx's copies of it reco
 each keep-alive, every few seconds for the launcher's whole life) first names its method with
 ``get_method_name()``, which calls ``inspect.stack()`` twice. That builds a ``FrameInfo`` with source context for
 every frame, and ``inspect.getmodule`` scans all of ``sys.modules`` for each frame whose file it has not cached
-(``<frozen runpy>`` never is). In a launcher forked from the worker template (``training.common.prefork``), with
+(``<frozen runpy>`` never is). In a launcher forked from the worker template (``training.launch.prefork``), with
 torch's thousands of modules loaded, that was 83% of the launcher's CPU in a 40-step local run (py-spy, session 13).
 
 :func:`cheapen` replaces each module's ``get_method_name`` with one that reads the same frame's name from

@@ -1,4 +1,4 @@
-"""The cheap ``get_method_name`` (:mod:`training.common.rendezvous_names`) names the same frame as the libraries'
+"""The cheap ``get_method_name`` (:mod:`training.launch.rendezvous_names`) names the same frame as the libraries'
 ``inspect.stack()`` version, and is swapped only into the rendezvous modules that are imported."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from training.common import rendezvous_names
+from training.launch import rendezvous_names
 
 
 def _library_get_method_name(monkeypatch: pytest.MonkeyPatch):

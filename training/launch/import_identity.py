@@ -1,5 +1,5 @@
 """What the worker template's imports took from the template's own process, renewed in each process forked from it
-as a fresh interpreter would have it (:mod:`training.common.prefork` imports under :func:`recording` and calls
+as a fresh interpreter would have it (:mod:`training.launch.prefork` imports under :func:`recording` and calls
 :func:`renew` in every forked child).
 
 - **Logging.** NVRx's ft_launcher module runs ``logging.basicConfig`` at import, with a format naming the importing

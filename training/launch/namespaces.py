@@ -1,6 +1,6 @@
 """Join another process's Linux namespaces and root directory, as ``nsenter --target PID --all --root`` does.
 
-For the local cluster's warm pods (:mod:`training.common.prefork`): a template outside a pod forks a child that
+For the local cluster's warm pods (:mod:`training.launch.prefork`): a template outside a pod forks a child that
 becomes the pod's template. The child joins the pod's IPC, UTS, network, PID and mount namespaces, then its root
 (the pod's ``chroot``). Joining a PID namespace only places the caller's *children* in it, so the caller forks once
 more afterwards. ``setns`` of a mount namespace needs a single-threaded caller, and all of it needs root.

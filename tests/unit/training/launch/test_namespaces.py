@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.training_runs import REPO_ROOT
-from training.common import namespaces
+from training.launch import namespaces
 
 #: Run after ``enter``: a fork (the PID namespace holds only children) that says where it is.
 JOIN = """
 import os, socket, sys
-from training.common import namespaces
+from training.launch import namespaces
 print(sorted(namespaces.enter(int(sys.argv[1]))), flush=True)
 child = os.fork()
 if child == 0:
