@@ -145,7 +145,8 @@ class Trainer:
         self.allow_fresh_start = allow_fresh_start
         self.final_checkpoint = final_checkpoint
         self.step = 0
-        #: The newest step saved or restored by this attempt (a final save is needed when training went beyond it).
+        #: The newest step that storage holds committed, or that this attempt saved (a final save is needed when
+        #: training went beyond it). A step restored from the memory tier does not count.
         self._checkpointed_step = 0
         self._losses: dict[int, float] = {}
         self.eval_losses: dict[int, float] = {}
@@ -255,7 +256,8 @@ class Trainer:
                     )
         self.step = step or 0
         self.state.step = self.step
-        self._checkpointed_step = self.step
+        committed = self.ckpt.latest_committed() if step else None  # a memory restore may be newer than storage
+        self._checkpointed_step = min(self.step, committed or 0)
         return self.step
 
     # ------------------------------------------------------------------ loop

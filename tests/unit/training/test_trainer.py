@@ -8,6 +8,7 @@ import pytest
 
 from platform_config import config_from_dict
 from tests.helpers.training_runs import FAST_CONFIG, group_timeout_s, single_process_group
+from training.checkpoint import shm_scope
 from training.checkpoint.files import list_committed
 from training.parallel import distributed
 from training.telemetry.events import EventLog, read_events
@@ -58,3 +59,32 @@ def test_the_target_step_is_saved_when_the_interval_does_not_land_on_it(tmp_path
         assert _saves(tmp_path / "seven") == [5, 7]
         _train(cfg, tmp_path / "ten", 10)  # the interval lands on the target: saved once
         assert _saves(tmp_path / "ten") == [5, 10]
+
+
+def test_a_step_restored_from_memory_is_saved_to_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48, item 1: a run killed while saving its last step restored that step from memory, counted it as
+    checkpointed and ended with storage's newest step 5 of 10. Only a committed step in storage counts."""
+    monkeypatch.setenv(shm_scope.SHM_BASE_ENV, str(tmp_path / "shm"))
+    (tmp_path / "shm").mkdir()
+    cfg = config_from_dict({**FAST_CONFIG, "checkpoint": {"interval_steps": 5, "keep_last": 3}})
+    assert cfg.checkpoint.memory_interval_steps == 5
+    with single_process_group():
+        first = Trainer(cfg, tmp_path, EventLog(tmp_path, 0), checkpoint_mode="sync", target_steps=10)
+        first.setup()
+        first.restore()
+        first.train = lambda: None  # type: ignore[method-assign]
+        for step in range(1, 11):  # the loop up to the fault: saved at 5, snapshot at 5 and 10
+            first.step = first.state.step = step
+            first.train_step(step)
+            if first.ckpt.memory_due(step):
+                first.ckpt.snapshot(step, first.state)
+            if step == 5:
+                first.save_checkpoint()
+        first.close(failed=True)  # killed while saving step 10: the memory tier keeps it
+        second = Trainer(cfg, tmp_path, EventLog(tmp_path, 0), checkpoint_mode="sync", target_steps=10)
+        second.setup()
+        assert second.restore() == 10
+        assert [e["tier"] for e in read_events(tmp_path) if e["event"] == "restore"][-1] == "memory"
+        assert second.train() == 10
+        second.close()
+    assert [s for s, _ in list_committed(tmp_path / "checkpoints")] == [5, 10]
