@@ -177,7 +177,8 @@ def _sums_at_restore(tmp: Path, rank: int) -> dict[str, Any]:
 
 def commit_finished_saves(root: Path, *, backend: str, events: EventLog, keep_last: int) -> list[int]:
     """Rank 0 at restore, with no save of this job in flight: commit every ``step_N.tmp`` whose write finished on
-    every rank (``.metadata`` is there), delete the others. Returns the steps committed.
+    every rank (``.metadata`` is there), delete the others. A finished save that cannot be read (after retries) is
+    kept for the next restore. Returns the steps committed.
 
     The saving world is read from the data files (``__<r>_<n>.distcp``), not assumed to be the current one.
     """
@@ -199,7 +200,10 @@ def commit_finished_saves(root: Path, *, backend: str, events: EventLog, keep_la
                 keep_last=keep_last,
                 t_begin=time.perf_counter(),
             )
-        except (OSError, CheckpointError) as exc:
+        except OSError as exc:  # retried already: a storage error; the save may be whole, so it is kept
+            print(f"[checkpoint] kept the finished save {tmp}, not committed yet: {describe_error(exc)}", flush=True)
+            continue
+        except CheckpointError as exc:
             print(f"[checkpoint] not committing the finished save {tmp}: {describe_error(exc)}", flush=True)
             shutil.rmtree(tmp, ignore_errors=True)
             continue

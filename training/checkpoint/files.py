@@ -38,8 +38,9 @@ QUARANTINE_DIR = "quarantine"
 TMP_SUFFIX = ".tmp"
 #: In ``step_N.tmp/``: the checksums of the files one rank wrote, for rank 0's commit (removed by it).
 RANK_SUMS = ".sha256.rank{}.json"
-#: A commit marker that exists but cannot be read (an I/O error on a network file system) is read this many times,
-#: pausing :data:`MARKER_RETRY_S`, then twice as long each time (0.1 + 0.2 + 0.4 s), before it is an error.
+#: A read of a checkpoint file (its commit marker, its data while verifying or committing) that fails with an I/O error
+#: (a network file system's blip) is tried this many times, pausing :data:`MARKER_RETRY_S`, then twice as long each
+#: time (0.1 + 0.2 + 0.4 s), before it is a storage error: never evidence of a damaged checkpoint.
 MARKER_READ_ATTEMPTS = 4
 MARKER_RETRY_S = 0.1
 _STEP_RE = re.compile(r"^step_(\d{8})$")
@@ -64,10 +65,32 @@ def checksums(files: list[Path]) -> dict[str, dict[str, Any]]:
     files, and one thread hashes at about 1.5-2 GB/s."""
     if len(files) > 1:
         with ThreadPoolExecutor(min(len(files), HASH_THREADS), thread_name_prefix="checkpoint-hash") as pool:
-            sums = list(pool.map(sha256_file, files))
+            sums = list(pool.map(read_hash, files))
     else:
-        sums = [sha256_file(f) for f in files]
+        sums = [read_hash(f) for f in files]
     return {f.name: {"sha256": s, "bytes": f.stat().st_size} for f, s in zip(files, sums, strict=True)}
+
+
+def retried_read(
+    read: Callable[[], Any], *, attempts: int = MARKER_READ_ATTEMPTS, sleep: Callable[[float], object] = time.sleep
+) -> Any:
+    """``read()``, tried again on an I/O error (not on a missing file) ``attempts`` times in all with exponential
+    backoff from :data:`MARKER_RETRY_S`; the last error is raised."""
+    for attempt in range(attempts):
+        try:
+            return read()
+        except FileNotFoundError:
+            raise
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            sleep(MARKER_RETRY_S * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def read_hash(path: Path) -> str:
+    """sha256 of a checkpoint file, a transient read error retried (:func:`retried_read`)."""
+    return retried_read(lambda: sha256_file(path))
 
 
 def file_checksums(path: Path) -> dict[str, dict[str, Any]]:
@@ -136,21 +159,17 @@ def read_marker(
     :class:`MarkerReadError` naming the file.
     """
     marker_file = path / COMMIT_MARKER
-    for attempt in range(attempts):
-        try:
-            data = marker_file.read_bytes()
-            break
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            if attempt == attempts - 1:
-                waited = sum(MARKER_RETRY_S * 2**i for i in range(attempts - 1))
-                raise MarkerReadError(
-                    f"cannot read the commit marker {marker_file}: {describe_error(exc)} ({attempts} attempts over "
-                    f"{waited:.1f} s); the checkpoint is kept, not skipped: check the file system (I/O errors in "
-                    "dmesg, the FSx file system's health) and restart"
-                ) from exc
-            sleep(MARKER_RETRY_S * 2**attempt)
+    try:
+        data = retried_read(marker_file.read_bytes, attempts=attempts, sleep=sleep)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        waited = sum(MARKER_RETRY_S * 2**i for i in range(attempts - 1))
+        raise MarkerReadError(
+            f"cannot read the commit marker {marker_file}: {describe_error(exc)} ({attempts} attempts over "
+            f"{waited:.1f} s); the checkpoint is kept, not skipped: check the file system (I/O errors in "
+            "dmesg, the FSx file system's health) and restart"
+        ) from exc
     try:
         marker = json.loads(data)
     except ValueError:
@@ -174,7 +193,11 @@ def storage_layout_error(path: Path) -> str | None:
     of an abandoned earlier save, and the commit checksummed an unreadable checkpoint); this does.
     """
     try:
-        md = FileSystemReader(path).read_metadata()
+        md = retried_read(FileSystemReader(path).read_metadata)
+    except FileNotFoundError:
+        return "no .metadata"
+    except OSError:
+        raise  # a storage error (retried), not a damaged checkpoint
     except Exception as exc:
         return f"unreadable .metadata ({type(exc).__name__}: {str(exc)[:200]})"
     spans: dict[str, list[tuple[int, int]]] = {}
@@ -201,6 +224,7 @@ def verify_checkpoint(path: Path, *, share: tuple[int, int] = (0, 1), check_layo
 
     ``share=(rank, world_size)`` hashes only that rank's part of the files (:func:`hash_shares`), so that the
     ranks of a job verify a checkpoint together (:meth:`CheckpointManager.load_latest`); sizes are checked whole.
+    A read error that retries do not cure is raised (an ``OSError``): a storage error, not a reason.
     """
     marker = read_marker(path)
     if marker is None:
@@ -216,7 +240,7 @@ def verify_checkpoint(path: Path, *, share: tuple[int, int] = (0, 1), check_layo
             return f"size mismatch in {name}: {size} bytes, expected {want['bytes']} (truncated?)"
     rank, world_size = share
     for name in sorted(hash_shares(marker["files"], world_size)[rank]):
-        if sha256_file(path / name) != marker["files"][name]["sha256"]:
+        if read_hash(path / name) != marker["files"][name]["sha256"]:
             return f"checksum mismatch in {name} (bit flip or partial overwrite)"
     return storage_layout_error(path) if check_layout else None
 

@@ -111,8 +111,8 @@ class StorageRestore:
     def verify_together(self, pg: Any, step: int, path: Path) -> str | None:
         """:func:`verify_checkpoint` with the hashing split between the ranks; the same answer on every rank.
 
-        None when the checkpoint verifies, else why it is damaged. A commit marker that a rank cannot read (after
-        retries) raises :class:`CheckpointReadError` on every rank instead: a storage error is no evidence of a
+        None when the checkpoint verifies, else why it is damaged. A commit marker or a file that a rank cannot read
+        (after retries) raises :class:`CheckpointReadError` on every rank instead: a storage error is no evidence of a
         damaged checkpoint, so the checkpoint is neither skipped nor quarantined.
         """
         reason: str | None = None
@@ -121,8 +121,12 @@ class StorageRestore:
             reason = verify_checkpoint(path, share=(self.rank, self.world_size), check_layout=self.rank == 0)
         except MarkerReadError as exc:
             storage = f"rank {self.rank}: {exc}"
-        except OSError as exc:
-            reason = f"unreadable: {describe_error(exc)}"
+        except FileNotFoundError as exc:  # gone between the listing and the read
+            reason = f"missing: {describe_error(exc)}"
+        except OSError as exc:  # retried already: a storage error, never a reason to quarantine
+            storage = (
+                f"rank {self.rank}: cannot read {path}: {describe_error(exc)} (after retries); the checkpoint is kept"
+            )
         verdicts: list[tuple[str | None, str | None]] = [(reason, storage)]
         if pg is not None:
             verdicts = [(None, None)] * self.world_size

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.flaky_storage import failing_hashes
 from tests.helpers.training_runs import finished_write, single_process_group
 from training.checkpoint.commit import commit_finished_saves, commit_save, wait_rank_sums
 from training.checkpoint.errors import CheckpointError
@@ -101,3 +102,25 @@ def test_at_restore_a_finished_write_that_does_not_verify_is_not_committed(tmp_p
     (flight.tmp / "__1_0.distcp").write_bytes(b"stray")
     assert commit_finished_saves(root, backend="test", events=EventLog(tmp_path, rank=0), keep_last=3) == []
     assert list(root.iterdir()) == []
+
+
+def test_a_transient_read_error_while_committing_a_finished_save_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48, item 5: one EIO while hashing a finished save at restore deleted the save."""
+    root = tmp_path / "ckpt"
+    finished_write(root, 3)
+    failed = failing_hashes(monkeypatch, 1)
+    assert commit_finished_saves(root, backend="test", events=EventLog(tmp_path, rank=0), keep_last=3) == [3]
+    assert len(failed) == 1 and [s for s, _ in list_committed(root)] == [3]
+
+
+def test_a_finished_save_that_cannot_be_read_is_kept_not_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ckpt"
+    flight = finished_write(root, 3)
+    files = sorted(p.name for p in flight.tmp.iterdir())
+    failing_hashes(monkeypatch, 100)
+    assert commit_finished_saves(root, backend="test", events=EventLog(tmp_path, rank=0), keep_last=3) == []
+    assert sorted(p.name for p in flight.tmp.iterdir()) == files  # the next restore tries again

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.flaky_storage import failing_hashes
 from tests.helpers.training_runs import (
     finished_write,
     make_marker_unreadable,
@@ -536,3 +537,29 @@ def test_an_in_process_restart_stops_a_commit_waiting_for_a_lost_rank(tmp_path: 
     assert "abandoned" in str(flight.error)
     assert list_committed(mgr.root) == []
     mgr.close()
+
+
+def test_a_transient_read_error_while_verifying_never_costs_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48, item 5: one EIO while verifying the only checkpoint quarantined it, and the run ended with exit 20.
+    The read is retried; only a digest mismatch is damage."""
+    root = tmp_path / "ckpt"
+    _one_committed(root, 2)
+    failed = failing_hashes(monkeypatch, 1)
+    fresh = tiny_app_state(0)
+    assert _manager(root).load_latest(fresh) == 2
+    assert len(failed) == 1 and not (root / QUARANTINE_DIR).exists()
+
+
+def test_a_read_error_that_persists_while_verifying_is_a_storage_error_and_keeps_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ckpt"
+    ckpt = _one_committed(root, 2)
+    files = sorted(p.name for p in ckpt.iterdir())
+    failing_hashes(monkeypatch, 100)
+    with pytest.raises(CheckpointReadError, match="EIO: Input/output error"):
+        _manager(root).load_latest(tiny_app_state(0))
+    assert sorted(p.name for p in ckpt.iterdir()) == files and not (root / QUARANTINE_DIR).exists()
+    assert classify(CheckpointReadError("x")) == "checkpoint_write"  # exit 21 once retried, never 20
