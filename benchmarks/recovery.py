@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from benchmarks.common import fmt, report, run_local, workers
-from training.telemetry.goodput import summary_stats
+from training.telemetry.analysis import summary_stats
 
 #: Faults per mode: what that mode's layer is meant to recover from (``kind@step:rank``).
 SCHEDULES = {

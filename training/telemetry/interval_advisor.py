@@ -23,7 +23,7 @@ import statistics
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from training.telemetry.goodput import RunAnalysis
+from training.telemetry.analysis import RunAnalysis
 from training.whatif.interval import daly_interval, require_positive, young_interval
 
 #: Real faults a run needs before its own failure rate replaces the configured node MTBF.

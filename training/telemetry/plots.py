@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from training.telemetry.goodput import UNKNOWN_LAYER, RunAnalysis
+from training.telemetry.analysis import UNKNOWN_LAYER, RunAnalysis
 
 LAYER_COLOURS = {
     "inprocess": "tab:blue",

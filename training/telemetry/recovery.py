@@ -5,21 +5,19 @@
 * Its detection, restart, restore and recovery times, the layer that recovered and the work rolled back.
 * Working time is counted per rank: the job works while every rank of the current world is in the training loop.
 
-Pure functions over :class:`training.telemetry.goodput.RunAnalysis` (filled in place).
+Pure functions over :class:`training.telemetry.analysis.RunAnalysis` (filled in place).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from training.telemetry.analysis import RunAnalysis
 from training.telemetry.events import LAYERS
 from training.telemetry.exits import WorkerExit, find_exit
 from training.telemetry.records import Fault, Process, RestartEpisode, StepExec, generation, process_key
-
-if TYPE_CHECKING:
-    from training.telemetry.goodput import RunAnalysis
 
 #: Events that open a rank's working interval (the rank entered the training loop).
 OPEN_EVENTS = frozenset({"start", "restart_end"})

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from platform_config import ConfigError, ProjectConfig, load_config
+from training.telemetry.analysis import RunAnalysis
 from training.telemetry.exits import read_worker_exits
-from training.telemetry.goodput import RunAnalysis, analyze, load_events
+from training.telemetry.goodput import analyze, load_events
 from training.telemetry.interval_advisor import advise_for_run
 from training.whatif.sweep import for_report
 

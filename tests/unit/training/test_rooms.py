@@ -86,3 +86,72 @@ def test_no_class_in_training_is_longer_than_a_screenful():
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 250:
                 long.append(f"{path.relative_to(TRAINING)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert long == []
+
+
+def module_imports(path: Path) -> set[str]:
+    """The ``training.*`` modules ``path`` imports in its module-level statements, into ``if`` (``TYPE_CHECKING``
+    too: a circle for the type checker is still a circle) and ``try``, not into functions (a lazy import of a heavy
+    module). ``from training.x import y`` names ``training.x.y`` where that is a module, else ``training.x``."""
+    found: set[str] = set()
+    statements = list(ast.parse(path.read_text()).body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, ast.If):
+            statements += [*node.body, *node.orelse]
+        elif isinstance(node, ast.Try):
+            statements += [*node.body, *node.orelse, *node.finalbody, *(s for h in node.handlers for s in h.body)]
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {
+                f"{node.module}.{a.name}" if module_path(f"{node.module}.{a.name}") else node.module for a in node.names
+            }
+    return {name for name in found if name.startswith("training.") and module_path(name)}
+
+
+def module_path(name: str) -> Path | None:
+    """The file of module ``training.a.b`` (a package's ``__init__.py``), or None."""
+    base = TRAINING.parent.joinpath(*name.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def import_cycle() -> list[str]:
+    """One circle in the module-level import graph of ``training/``, as the modules around it, or ``[]``."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(TRAINING.rglob("*.py")):
+        rel = path.relative_to(TRAINING.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        graph[name] = module_imports(path) - {name}
+    done: set[str] = set()
+    trail: list[str] = []  # the modules being visited, each imported by the one before
+
+    def visit(node: str) -> list[str]:
+        trail.append(node)
+        for nxt in sorted(graph.get(node, set())):
+            if nxt in trail:
+                return [*trail[trail.index(nxt) :], nxt]
+            if nxt not in done and (cycle := visit(nxt)):
+                return cycle
+        done.add(trail.pop())
+        return []
+
+    return next((cycle for node in sorted(graph) if node not in done and (cycle := visit(node))), [])
+
+
+def test_the_module_import_graph_has_no_circle():
+    """No module of ``training/`` imports, at module level, one that imports it back through any chain (a circle
+    makes the import order matter and hides which module is the lower one: share a third module instead)."""
+    assert import_cycle() == []
+
+
+def test_the_cycle_finder_finds_a_circle(tmp_path, monkeypatch):
+    """A known circle of two modules (a -> b -> a, b's import for the type checker only) beside a module that
+    imports inside a function only."""
+    pkg = tmp_path / "training"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from training import b\n")
+    (pkg / "b.py").write_text("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    import training.a\n")
+    (pkg / "c.py").write_text("def f():\n    from training import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "TRAINING", pkg)
+    assert import_cycle() == ["training.a", "training.b", "training.a"]

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.event_log import TrainerLog
 from training.telemetry.exits import WorkerExit
-from training.telemetry.goodput import analyze, load_events, parse_event_lines, percentile, summary_stats
+from training.telemetry.goodput import analyze, load_events, parse_event_lines
 
 
 # --------------------------------------------------------------------------- A: one in-process recovery
@@ -320,16 +320,6 @@ def test_step_event_without_step_number_is_ignored() -> None:
     a = analyze(events)
     assert len(a.steps) == 1
     assert any("without an integer 'step'" in w for w in a.warnings)
-
-
-# --------------------------------------------------------------------------- percentiles
-def test_percentile_linear_interpolation() -> None:
-    # [1, 2, 3, 4]: p50 at position 1.5 -> 2.5; p95 at position 2.85 -> 3 + 0.85 * (4 - 3) = 3.85
-    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == pytest.approx(2.5)
-    assert percentile([4.0, 1.0, 3.0, 2.0], 95) == pytest.approx(3.85)
-    assert percentile([7.0], 95) == 7.0
-    assert percentile([], 50) is None
-    assert summary_stats([1.0, 3.0]) == {"p50": 2.0, "p95": pytest.approx(2.9), "max": 3.0, "n": 2}
 
 
 # --------------------------------------------------------------------------- restarts across pods
