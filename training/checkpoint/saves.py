@@ -228,11 +228,10 @@ class StorageSaves:
                 flight.done.set()
             raise self._fail(flight.step if flight else -1, exc) from exc
         flight = self._inflight
-        if flight is None or self.io.nvrx is not None:  # NVRx's finalize above is the agreement
-            if flight is not None and flight.done.is_set() and flight.error is None:
-                self._inflight = None
-            return
-        failed, running = all_sum(self.poll_pg, [flight.error is not None, not flight.done.is_set()])
+        if flight is None or (self.io.nvrx is not None and self.io.nvrx.pending()):
+            return  # NVRx's finalize above is the agreement while its write runs (pending: the same on every rank)
+        # Then the commit (NVRx: after its finalize handed the write over): a failed one is raised now, with its cause
+        failed, running = self.agree([flight.error is not None, not flight.done.is_set()])
         if failed:
             self._inflight = None
             raise flight.reported or self._fail(flight.step, OSError("async checkpoint write failed on another rank"))

@@ -7,15 +7,18 @@ import os
 import signal
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemWriter
 
 from tests.helpers.training_runs import single_process_group, tiny_app_state
-from training.checkpoint.backends import InFlight, join_dcp_threads
+from training.checkpoint.backends import Backend, InFlight, join_dcp_threads
 from training.checkpoint.errors import CheckpointWriteError
-from training.checkpoint.files import TMP_SUFFIX, list_committed, step_dir_name
+from training.checkpoint.files import COMMIT_MARKER, TMP_SUFFIX, list_committed, step_dir_name
 from training.checkpoint.manager import CheckpointManager
-from training.checkpoint.saves import wait_own_write
+from training.checkpoint.saves import StorageSaves, wait_own_write
 from training.common.terminated import Terminated
 from training.telemetry.events import EventLog, read_events
 
@@ -96,3 +99,31 @@ def test_a_sigterm_during_the_error_path_s_wait_is_raised_once_the_write_is_done
         for t in timers:
             t.join()
         signal.signal(signal.SIGUSR2, previous)
+
+
+class _FinishedNvrxWrite(Backend):
+    """NVRx's async path as the saves see it, its write already finalized: NVRx's finalize (the per-step agreement
+    while it writes) has handed the finished write over, and the commit runs on its thread."""
+
+    name = "nvrx (test)"
+    asynchronous = True
+    nvrx = SimpleNamespace(last_timings={}, pending=lambda: 0)  # type: ignore[assignment]
+
+    def start(self, flight: InFlight, state_dict: dict, pg: object, write_done) -> None:  # type: ignore[no-untyped-def]
+        dcp.save(state_dict, storage_writer=FileSystemWriter(flight.tmp))
+        (flight.tmp / (COMMIT_MARKER + ".part")).symlink_to("/dev/full")  # the commit's marker hits ENOSPC
+        write_done(flight, None)
+
+
+def test_a_failed_commit_on_the_nvrx_path_is_raised_at_the_next_step_with_its_cause(tmp_path: Path) -> None:
+    """Issue 48, item 4: the save stayed in flight, and the next save waited out the checkpoint section (270 s on
+    the cluster) to raise "overdue" instead of ENOSPC."""
+    saves = StorageSaves(
+        tmp_path / "ckpt", "async", 3, EventLog(tmp_path, rank=0), 0, 1, _FinishedNvrxWrite(0.0), "", None, 10.0
+    )
+    saves.save(1, tiny_app_state(0))
+    flight = saves._inflight
+    assert flight is not None and flight.done.wait(30) and flight.error is not None
+    with pytest.raises(CheckpointWriteError, match="checkpoint at step 1 failed: ENOSPC"):
+        saves.maybe_finalize()
+    assert saves.in_flight is None and list_committed(tmp_path / "ckpt") == []
