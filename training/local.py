@@ -26,8 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from platform_config import exits_on_config_error, load_config
+from platform_config import ConfigError, exits_on_config_error, load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
+from training.cluster.node_faults import NODE_FAULT_KINDS, split_schedule
+from training.common.arguments import Rejected, good, number, one_of, parse, port, problem
 from training.common.gpus import cuda_device_count
 from training.launch.prefork import LAUNCHER_MODULES, SOCKET_ENV
 from training.resilience.exit_codes import (
@@ -37,6 +39,7 @@ from training.resilience.exit_codes import (
     fail_job_exit_codes,
     translate_launcher_exit,
 )
+from training.resilience.faults import LAST_STEP, RunShape, random_problems, schedule_problems
 from training.resilience.ft_monitor import ft_launcher_args, ft_launcher_yaml
 from training.resilience.inprocess import STORE_PORT_ENV
 from training.telemetry.events import EventLog
@@ -330,18 +333,24 @@ def run_local(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, checked whole (the fault schedule against the run they describe) before anything starts: a bad
+    value ends the command with status 2 and one message naming each (:func:`problems`)."""
     p = argparse.ArgumentParser(prog="training.local", description=__doc__.split("\n\n")[0])
     p.add_argument("--run-dir", type=Path, required=True)
-    p.add_argument("--steps", type=int, default=None, help="default: cfg.local.steps")
-    p.add_argument("--faults", default=None, help='default: cfg.local.faults; "" = none')
-    p.add_argument("--nproc", type=int, default=None, help="default: cfg.local.nproc")
-    p.add_argument("--mode", default=None, choices=[m.value for m in RecoveryMode], help="default: cfg.job.mode")
+    p.add_argument("--steps", type=number(int, at_least=1), default=None, help="default: cfg.local.steps")
+    p.add_argument(
+        "--faults", default=None, help='kind@step[:rank][/phase][!],... (default: cfg.local.faults); "" = none'
+    )
+    p.add_argument("--nproc", type=number(int, at_least=1), default=None, help="default: cfg.local.nproc")
+    modes = [m.value for m in RecoveryMode]
+    p.add_argument("--mode", type=one_of(modes), metavar="{" + ",".join(modes) + "}", help="default: cfg.job.mode")
     p.add_argument("--env", default=None)
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--fresh", action="store_true", help="empty the run directory first")
-    p.add_argument("--port", type=int, default=None, help="rendezvous port (default: cfg.local.rendezvous_port)")
-    p.add_argument("--store-port", type=int, default=None, help="in-process store port")
-    p.add_argument("--progress-every", type=int, default=20, help="print a progress line every N steps")
+    p.add_argument("--port", type=port, default=None, help="rendezvous port (default: cfg.local.rendezvous_port)")
+    p.add_argument("--store-port", type=port, default=None, help="in-process store port")
+    every = number(int, at_least=1)
+    p.add_argument("--progress-every", type=every, default=20, help="print a progress line every N steps")
     p.add_argument(
         "--template",
         type=Path,
@@ -351,26 +360,79 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "each pod's template is forked from it into the pod (for tests: pods then start faster than a cluster's)",
     )
     cluster = p.add_argument_group("local cluster (--nodes): the training Job's manifests as N pods of namespaces")
-    cluster.add_argument("--nodes", type=int, default=None, help="pods (default: one launcher, no Job)")
-    cluster.add_argument("--node-replace-s", type=float, default=5.0, help="node loss -> replacement pod may start")
-    cluster.add_argument("--backoff-scale", type=float, default=0.1, help="x Kubernetes' 10 s..6 min pod back-off")
-    cluster.add_argument("--timeout-s", type=float, default=900.0, help="fail the Job after this long")
+    cluster.add_argument("--nodes", type=number(int, at_least=1), default=None, help="pods (default: one launcher)")
+    seconds = number(float, at_least=0)
+    cluster.add_argument("--node-replace-s", type=seconds, default=5.0, help="node loss -> replacement pod may start")
+    cluster.add_argument("--backoff-scale", type=seconds, default=0.1, help="x Kubernetes' 10 s..6 min pod back-off")
+    cluster.add_argument("--timeout-s", type=number(float, above=0), default=900.0, help="fail the Job after this long")
     cluster.add_argument("--synth-only", action="store_true", help="synthesize the manifests, print where, stop")
     cluster.add_argument("--manifests", type=Path, default=None, help="run these (--synth-only's) instead")
     cluster.add_argument("--nvrx-version", default=None, help="the manifests' NVRx (default: the installed one)")
     cluster.add_argument(
         "--host-gpus",
-        type=int,
+        type=number(int, at_least=0),
         default=None,
         help="with --synth-only: the GPUs of the host that will run the manifests (its local timeouts; default: "
         "this host's), for a GPU host without Node.js for cdk8s",
     )
-    args = p.parse_args(argv)
-    if args.host_gpus is not None and not (args.synth_only and args.nodes):
-        p.error("--host-gpus is for --nodes N --synth-only: a run uses this host's GPUs")
-    if args.host_gpus is not None and args.host_gpus < 0:
-        p.error("--host-gpus: 0 or more")
-    return args
+    return parse(p, argv, problems)
+
+
+def problems(args: argparse.Namespace) -> list[str]:
+    """What is wrong with ``args`` beyond each value on its own: flags that need ``--nodes``, and the fault schedule
+    (``--faults``, else ``local.faults``) against the run: ranks below ``--nproc`` x ``--nodes``, steps within
+    ``--steps``, node faults only on a local cluster. The configuration is loaded for the defaults; its errors join
+    the message when the flags have some too (alone, they end the command as every configuration error does)."""
+    lines = []
+    if args.host_gpus is not None and not (args.synth_only and good(args.nodes)):
+        lines.append(
+            problem("--host-gpus", "with --nodes N --synth-only only: a run uses this host's GPUs", args.host_gpus)
+        )
+    for flag, given in (("--synth-only", args.synth_only), ("--manifests", args.manifests)):
+        if given and args.nodes is None:
+            lines.append(f"{flag}: with --nodes N only (a local cluster's manifests)")
+    if args.run_dir.exists() and not args.run_dir.is_dir():
+        lines.append(problem("--run-dir", "a directory, or a path to create one at", str(args.run_dir)))
+    if good(args.port) and args.port == args.store_port:
+        lines.append(problem("--store-port", "a port other than --port's (both listen on this host)", args.store_port))
+    try:
+        cfg = load_config(args.config, args.env)
+    except ConfigError as err:
+        if lines or any(isinstance(v, Rejected) for v in vars(args).values()):
+            return [*lines, str(err).replace("\n", "\n    ")]
+        raise
+    return lines + fault_problems(args, cfg)
+
+
+def fault_problems(args: argparse.Namespace, cfg: Any) -> list[str]:
+    """The fault schedule's entries that are malformed or would never fire in the run ``args`` describe."""
+    flag = "local.faults" if args.faults is None else "--faults"
+    spec = cfg.local.faults if args.faults is None else args.faults
+    known = not any(isinstance(v, Rejected) for v in (args.steps, args.nproc, args.nodes))  # the run's shape
+    steps, nproc, nodes = args.steps or cfg.local.steps, args.nproc or cfg.local.nproc, args.nodes or 1
+    in_pod, lines = [], []
+    for entry in filter(None, (e.strip() for e in spec.split(","))):
+        if entry.split("@", 1)[0] not in NODE_FAULT_KINDS:
+            in_pod.append(entry)
+        elif args.nodes is None:
+            lines.append(f"{flag} {entry!r}: a node fault needs a local cluster (--nodes N)")
+        elif known:
+            lines += node_fault_problems(entry, nodes, steps, flag)
+    world = f" ({'--nproc' if args.nproc else 'local.nproc'} {nproc}" + (f" x --nodes {nodes})" if args.nodes else ")")
+    run = RunShape(steps, nproc * nodes, cfg.train.eval_interval, world) if known else None
+    lines += [f"{flag} {line}" for line in schedule_problems(",".join(in_pod), run)]
+    return lines + (random_problems(cfg.faults.random.count, steps) if known else [])
+
+
+def node_fault_problems(entry: str, nodes: int, steps: int, flag: str) -> list[str]:
+    """A node fault's problems (:func:`training.cluster.node_faults.split_schedule`'s, and a step past the run)."""
+    try:
+        (fault,), _ = split_schedule(entry, nodes)
+    except ValueError as err:
+        return [f"{flag}: {err}"]
+    if fault.step > steps:
+        return [f"{flag} {problem(repr(entry), f'step must be at most {steps}: {LAST_STEP}', fault.step)}"]
+    return []
 
 
 @exits_on_config_error

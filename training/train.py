@@ -31,6 +31,7 @@ from typing import Any
 
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, ProjectConfig, RecoveryMode
+from training.common.arguments import USAGE_ERROR, good, message, number, one_of, rejected
 from training.common.files import atomic_write_json
 from training.common.process_start import process_start_ts
 from training.resilience import sigterm, timeout_check
@@ -44,7 +45,7 @@ from training.resilience.exit_codes import (
     fail_job_exit_codes,
     write_exit_status,
 )
-from training.resilience.faults import FaultInjector, fired_faults, schedule_from_config
+from training.resilience.faults import FaultInjector, RunShape, fired_faults, schedule_from_config, schedule_problems
 from training.resilience.ft_monitor import FtMonitor
 from training.resilience.hooks import PhaseClock, ResilienceHooks
 from training.resilience.inprocess import (
@@ -324,20 +325,42 @@ def _monitor_log_dir(run_dir: Path) -> Path:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, checked whole before anything starts (:func:`problems`); a bad value ends the worker with status 2
+    and one message naming each, recorded as its exit status (``config``: the Job fails instead of restarting)."""
     p = argparse.ArgumentParser(prog="training.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", type=Path, default=None, help="project.yaml (default: the repository's)")
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--env", default=None, help="environments: key of project.yaml")
-    p.add_argument("--mode", default=None, choices=[m.value for m in RecoveryMode], help="default: cfg.job.mode")
+    modes = [m.value for m in RecoveryMode]
+    p.add_argument("--mode", type=one_of(modes), metavar="{" + ",".join(modes) + "}", help="default: cfg.job.mode")
     p.add_argument("--faults", default=None, help="kind@step[:rank][/phase][!],... (default: cfg.faults.schedule)")
-    p.add_argument("--steps", type=int, default=None, help="target step (default: cfg.train.steps)")
+    p.add_argument("--steps", type=number(int, at_least=1), default=None, help="target step (default: cfg.train.steps)")
     p.add_argument(
         "--fresh",
         action="store_true",
         help=f"allow a fresh start although checkpoints exist; first launch only (<run-dir>/{FRESH_MARKER})",
     )
     p.add_argument("--short-timeouts", action="store_true", help="cfg.local timeouts (short; scaled on CUDA)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    lines = rejected(p, args) + problems(args)
+    if lines:
+        text = message(p.prog, lines)
+        if args.run_dir.is_dir():  # under a launcher: it passes the cause on instead of a restart budget spent
+            with contextlib.suppress(OSError):
+                rank = int(os.environ.get("RANK", "0"))
+                write_exit_status(args.run_dir, int(ExitCode.CONFIG), "config", text[:2000], rank, final=True)
+        p.exit(USAGE_ERROR, text)
+    return args
+
+
+def problems(args: argparse.Namespace) -> list[str]:
+    """``--faults``' entries that are malformed, or name a rank outside the launcher's world (``WORLD_SIZE``) or a
+    step past ``--steps``. The schedule is checked again against the configuration once it is loaded
+    (:func:`training.resilience.faults.schedule_from_config`)."""
+    world = os.environ.get("WORLD_SIZE", "")
+    steps = args.steps if good(args.steps) else None
+    run = RunShape(steps, int(world) if world.isdigit() else None, world=f" (WORLD_SIZE {world})")
+    return [f"--faults {line}" for line in schedule_problems(args.faults, run)]
 
 
 def resolve_config(args: argparse.Namespace) -> tuple[ProjectConfig, RecoveryMode]:

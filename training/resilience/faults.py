@@ -39,12 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from training.common.arguments import problem
 from training.common.files import atomic_write_json
 from training.resilience.exit_codes import LEDGER_DIR, FailureLedger
 from training.telemetry.events import EventLog
 
 KINDS = ("exception", "hang", "sigkill", "oom", "comm")
 PHASES = ("init", "step", "checkpoint", "restore", "eval")
+#: What a fault's step may not go past (in the messages of :func:`schedule_problems`).
+LAST_STEP = "the run's last step"
 #: A hang that nothing detects ends after this long (so a misconfigured test cannot run forever).
 HANG_LIMIT_S = 3600.0
 
@@ -81,30 +84,90 @@ class Fault:
         return self.key + ("!" if self.sticky else "")
 
 
-def parse_schedule(spec: str) -> list[Fault]:
-    """Parse ``kind@step[:rank][/phase][!]`` entries; raises ``ValueError`` naming the bad entry."""
-    faults = []
-    for raw in filter(None, (s.strip() for s in (spec or "").split(","))):
-        item = raw
-        sticky = item.endswith("!")
-        item = item.removesuffix("!")
-        phase = "step"
-        if "/" in item:
-            item, phase = item.split("/", 1)
-        try:
-            kind, rest = item.split("@", 1)
-            step_s, _, rank_s = rest.partition(":")
-            step, rank = int(step_s), int(rank_s or 0)
-        except ValueError:
-            raise ValueError(f"bad fault entry {raw!r}: expected kind@step[:rank][/phase][!]") from None
-        if kind not in KINDS:
-            raise ValueError(f"bad fault entry {raw!r}: kind must be one of {', '.join(KINDS)}")
-        if phase not in PHASES:
-            raise ValueError(f"bad fault entry {raw!r}: phase must be one of {', '.join(PHASES)}")
-        if step < 0 or rank < 0:
-            raise ValueError(f"bad fault entry {raw!r}: step and rank must be >= 0")
-        faults.append(Fault(kind, step, rank, phase, sticky))
-    return faults
+@dataclass(frozen=True)
+class RunShape:
+    """What a schedule is checked against: the run's target step, its workers (``world`` says where the count comes
+    from, e.g. ``" (--nproc 2)"``) and its evaluation interval; None: not checked."""
+
+    steps: int | None
+    world_size: int | None
+    eval_interval: int | None = None
+    world: str = ""
+
+
+def _entry(raw: str) -> Fault | list[str]:
+    """One ``kind@step[:rank][/phase][!]`` entry, or a line per bad part of it."""
+    item = raw.removesuffix("!")
+    item, _, phase = item.partition("/") if "/" in item else (item, "", "step")
+    kind, at, rest = item.partition("@")
+    if not at:
+        return [problem(repr(raw), "expected kind@step[:rank][/phase][!]", raw)]
+    step_s, colon, rank_s = rest.partition(":")
+    bad = [] if kind in KINDS else [problem(repr(raw), f"kind must be one of {', '.join(KINDS)}", kind)]
+    if not step_s.isdigit():
+        bad.append(problem(repr(raw), "step must be a whole number >= 0", step_s))
+    if colon and not rank_s.isdigit():
+        bad.append(problem(repr(raw), "rank must be a whole number >= 0", rank_s))
+    if phase not in PHASES:
+        bad.append(problem(repr(raw), f"phase must be one of {', '.join(PHASES)}", phase))
+    return bad or Fault(kind, int(step_s), int(rank_s or 0), phase, raw.endswith("!"))
+
+
+def _entries(spec: str | None) -> list[str]:
+    return list(filter(None, (s.strip() for s in (spec or "").split(","))))
+
+
+def _outside_the_run(raw: str, fault: Fault, run: RunShape) -> list[str]:
+    """Why ``fault`` would never fire in ``run`` (a line each), if it would not."""
+    bad = []
+    if run.world_size is not None and fault.rank >= run.world_size:
+        allowed = f"rank must be below {run.world_size}, the run's workers{run.world}"
+        bad.append(problem(repr(raw), allowed, fault.rank))
+    if run.steps is None:
+        return bad
+    last, what = run.steps, LAST_STEP
+    if fault.phase == "init":
+        last, what = 0, "an init fault fires at start-up, step 0"
+    elif fault.phase == "eval" and run.eval_interval is not None:
+        every = run.eval_interval
+        last = run.steps - run.steps % every if every else 0
+        what = f"the run's last evaluation (train.eval_interval {every})"
+        if last == 0:
+            never = f"an eval fault never fires: no evaluation in {run.steps} steps (train.eval_interval {every})"
+            return [*bad, f"{raw!r}: {never}"]
+    if fault.step > last:
+        bad.append(problem(repr(raw), f"step must be at most {last}: {what}", fault.step))
+    return bad
+
+
+def schedule_problems(spec: str | None, run: RunShape | None = None) -> list[str]:
+    """A line per problem of the schedule ``spec`` (``'ENTRY': what is allowed (got VALUE)``): its syntax, kind and
+    phase, and with ``run`` a rank outside its world or a step it never reaches (a fault that would never fire)."""
+    lines: list[str] = []
+    for raw in _entries(spec):
+        parsed = _entry(raw)
+        if isinstance(parsed, Fault):
+            lines += _outside_the_run(raw, parsed, run) if run is not None else []
+        else:
+            lines += parsed
+    return lines
+
+
+def random_problems(count: int, steps: int) -> list[str]:
+    """Why ``count`` random faults (``faults.random.count``) cannot be placed in a run of ``steps`` steps, if not."""
+    if count and (steps < 2 or count > steps - 1):
+        fits = max(steps - 1, 0)
+        return [problem("faults.random.count", f"at most {fits} random fault(s) fit in a run of {steps} steps", count)]
+    return []
+
+
+def parse_schedule(spec: str, run: RunShape | None = None) -> list[Fault]:
+    """Parse ``kind@step[:rank][/phase][!]`` entries (checked against ``run`` if given); raises ``ValueError`` naming
+    every bad entry."""
+    bad = schedule_problems(spec, run)
+    if bad:
+        raise ValueError("; ".join(f"bad fault entry {line}" for line in bad))
+    return [f for f in map(_entry, _entries(spec)) if isinstance(f, Fault)]
 
 
 def random_schedule(
@@ -118,8 +181,8 @@ def random_schedule(
     """``count`` faults at distinct steps in ``[1, steps - 1]`` on random ranks; deterministic given ``seed``."""
     if count == 0:
         return []
-    if steps < 2 or count > steps - 1:
-        raise ValueError(f"cannot place {count} random faults in {steps} steps")
+    for line in random_problems(count, steps):
+        raise ValueError(line)
     rng = random.Random(seed)
     at = sorted(rng.sample(range(1, steps), count))
     chosen = rng.choices(kinds, weights=weights, k=count)
@@ -127,8 +190,10 @@ def random_schedule(
 
 
 def schedule_from_config(cfg: Any, spec: str | None, steps: int, world_size: int) -> list[Fault]:
-    """The run's schedule: ``spec`` (CLI) or ``cfg.faults.schedule``, plus ``cfg.faults.random``."""
-    faults = parse_schedule(cfg.faults.schedule if spec is None else spec)
+    """The run's schedule: ``spec`` (CLI) or ``cfg.faults.schedule``, plus ``cfg.faults.random``; raises
+    ``ValueError`` naming every entry that is malformed or would never fire in this run."""
+    run = RunShape(steps, world_size, cfg.train.eval_interval, f" (WORLD_SIZE {world_size})")
+    faults = parse_schedule(cfg.faults.schedule if spec is None else spec, run)
     r = cfg.faults.random
     faults += random_schedule(r.count, list(r.kinds), r.weights, r.seed, steps, world_size)
     return faults

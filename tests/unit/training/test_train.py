@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from training.common.files import atomic_write_json
+from training.resilience.exit_codes import read_exit_status, translate_launcher_exit
 from training.resilience.inprocess import RestartTracker
 from training.resilience.restarts import newest_fault_since, restart_layer
 from training.train import exit_policy, parse_args, resolve_config
@@ -30,9 +31,47 @@ def test_restart_cause_is_the_newest_fault_since(tmp_path: Path) -> None:
     assert newest_fault_since(tmp_path, 300) is None
 
 
-def test_invalid_mode_is_rejected() -> None:
-    with pytest.raises(SystemExit):
-        parse_args(["--run-dir", "/tmp/x", "--mode", "nope"])
+TRAIN_HEAD = "error: invalid arguments (training.train):\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "world", "expected"),
+    [
+        (["--mode", "nope"], "", ['--mode: one of sync-ckpt, async-ckpt, inprocess, ft-launcher, inprocess-ft, '
+                                  'k8s-only (got "nope")']),
+        (["--steps", "-3"], "", ["--steps: a whole number >= 1 (got -3)"]),
+        (["--faults", "explode@3"], "", ['--faults \'explode@3\': kind must be one of exception, hang, sigkill, oom, '
+                                         'comm (got "explode")']),
+        # under a launcher: its world; and --steps
+        (["--faults", "exception@10:5", "--steps", "8"], "2", [
+            "--faults 'exception@10:5': rank must be below 2, the run's workers (WORLD_SIZE 2) (got 5)",
+            "--faults 'exception@10:5': step must be at most 8: the run's last step (got 10)",
+        ]),
+        (["--steps", "0", "--faults", "hang@3:1"], "1", [
+            "--steps: a whole number >= 1 (got 0)",
+            "--faults 'hang@3:1': rank must be below 1, the run's workers (WORLD_SIZE 1) (got 1)",
+        ]),
+    ],
+)  # fmt: skip
+def test_bad_flags_end_the_worker_with_one_message_recorded_as_its_exit(
+    flags, world, expected, tmp_path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("WORLD_SIZE", world)
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--run-dir", str(tmp_path), *flags])
+    assert exc.value.code == 2
+    text = TRAIN_HEAD + "".join(f"  - {line}\n" for line in expected)
+    assert capsys.readouterr().err == text
+    # the launcher passes the cause on (a "fail the Job" code) instead of restarting into the same error
+    assert read_exit_status(tmp_path) == {"code": 2, "cause": "config", "message": text, "rank": 1, "final": True}
+    assert translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=True)[0] == 2
+
+
+def test_good_flags_pass(monkeypatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    args = parse_args(["--run-dir", "/tmp/x", "--steps", "40", "--faults", "exception@40:1,hang@0:1/init"])
+    assert (args.steps, args.faults, args.mode) == (40, "exception@40:1,hang@0:1/init", None)
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from platform_config import config_from_dict
 from tests.helpers.training_runs import REPO_ROOT
 from tests.helpers.training_runs import test_env as child_env
 from training.resilience.exit_codes import FailureLedger
-from training.resilience.faults import Fault, FaultInjector, InjectedFault, parse_schedule, random_schedule
+from training.resilience.faults import (
+    Fault,
+    FaultInjector,
+    InjectedFault,
+    RunShape,
+    parse_schedule,
+    random_problems,
+    random_schedule,
+    schedule_from_config,
+    schedule_problems,
+)
 from training.telemetry.events import EventLog, read_events
 
 
@@ -25,10 +36,83 @@ def test_parse_schedule_with_rank_phase_and_sticky() -> None:
     assert parse_schedule("") == []
 
 
-@pytest.mark.parametrize("bad", ["boom@3", "exception@x", "exception@3/later", "exception3"])
-def test_parse_schedule_rejects_bad_entries(bad: str) -> None:
-    with pytest.raises(ValueError, match="bad fault entry"):
-        parse_schedule(bad)
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("boom@3", ["'boom@3': kind must be one of exception, hang, sigkill, oom, comm (got \"boom\")"]),
+        ("exception@x", ["'exception@x': step must be a whole number >= 0 (got \"x\")"]),
+        ("exception@-3", ["'exception@-3': step must be a whole number >= 0 (got -3)"]),
+        ("exception@3:one", ["'exception@3:one': rank must be a whole number >= 0 (got \"one\")"]),
+        (
+            "exception@3/later",
+            ["'exception@3/later': phase must be one of init, step, checkpoint, restore, eval (got \"later\")"],
+        ),
+        ("exception3", ["'exception3': expected kind@step[:rank][/phase][!] (got \"exception3\")"]),
+        (
+            "ok@1, bogus@x",  # every bad part of every entry
+            [
+                "'ok@1': kind must be one of exception, hang, sigkill, oom, comm (got \"ok\")",
+                "'bogus@x': kind must be one of exception, hang, sigkill, oom, comm (got \"bogus\")",
+                "'bogus@x': step must be a whole number >= 0 (got \"x\")",
+            ],
+        ),
+    ],
+)
+def test_a_malformed_schedule_names_every_bad_part(spec: str, expected: list[str]) -> None:
+    assert schedule_problems(spec) == expected
+    with pytest.raises(ValueError) as exc:
+        parse_schedule(spec)
+    assert str(exc.value) == "; ".join(f"bad fault entry {line}" for line in expected)
+
+
+RUN = RunShape(steps=160, world_size=2, eval_interval=50, world=" (--nproc 2)")
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("exception@40:1,hang@70:0,sigkill@110:1,exception@0:1/init,oom@0:1/restore,hang@150/eval,comm@160", []),
+        ("exception@10:5", ["'exception@10:5': rank must be below 2, the run's workers (--nproc 2) (got 5)"]),
+        ("hang@161", ["'hang@161': step must be at most 160: the run's last step (got 161)"]),
+        ("oom@170/checkpoint", ["'oom@170/checkpoint': step must be at most 160: the run's last step (got 170)"]),
+        (
+            "exception@5:1/init",
+            ["'exception@5:1/init': step must be at most 0: an init fault fires at start-up, step 0 (got 5)"],
+        ),
+        (
+            "hang@151/eval",
+            ["'hang@151/eval': step must be at most 150: the run's last evaluation (train.eval_interval 50) (got 151)"],
+        ),
+        (
+            "sigkill@900:3",
+            [
+                "'sigkill@900:3': rank must be below 2, the run's workers (--nproc 2) (got 3)",
+                "'sigkill@900:3': step must be at most 160: the run's last step (got 900)",
+            ],
+        ),
+    ],
+)
+def test_a_schedule_is_checked_against_the_run_it_fires_in(spec: str, expected: list[str]) -> None:
+    assert schedule_problems(spec, RUN) == expected
+
+
+def test_an_eval_fault_in_a_run_without_evaluation_never_fires() -> None:
+    no_eval = "'hang@0/eval': an eval fault never fires: no evaluation in {} steps (train.eval_interval {})"
+    assert schedule_problems("hang@0/eval", RunShape(160, 2, eval_interval=0)) == [no_eval.format(160, 0)]
+    assert schedule_problems("hang@0/eval", RunShape(40, 2, eval_interval=50)) == [no_eval.format(40, 50)]
+    assert schedule_problems("hang@0/eval", RunShape(40, 2)) == []  # interval unknown: not checked
+
+
+def test_the_workers_schedule_is_checked_against_their_world_and_config() -> None:
+    cfg = config_from_dict({"train": {"eval_interval": 10}, "faults": {"schedule": "hang@0:1/init"}})
+    assert schedule_from_config(cfg, None, steps=20, world_size=2) == [Fault("hang", 0, 1, "init")]
+    with pytest.raises(ValueError) as exc:
+        schedule_from_config(cfg, "exception@5:2,hang@30/eval", steps=20, world_size=2)
+    assert str(exc.value) == (
+        "bad fault entry 'exception@5:2': rank must be below 2, the run's workers (WORLD_SIZE 2) (got 2); "
+        "bad fault entry 'hang@30/eval': step must be at most 20: the run's last evaluation "
+        "(train.eval_interval 10) (got 30)"
+    )
 
 
 def test_random_schedule_is_seeded_and_bounded() -> None:
@@ -36,8 +120,10 @@ def test_random_schedule_is_seeded_and_bounded() -> None:
     assert a == random_schedule(5, ["exception", "sigkill"], [1.0, 3.0], 7, steps=50, world_size=2)
     assert len({f.step for f in a}) == 5 and all(1 <= f.step < 50 and f.rank in (0, 1) for f in a)
     assert a != random_schedule(5, ["exception", "sigkill"], [1.0, 3.0], 8, steps=50, world_size=2)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"faults.random.count: at most 4 random fault\(s\) fit in a run of 5 steps"):
         random_schedule(10, ["exception"], None, 0, steps=5, world_size=1)
+    assert random_problems(1, 1) == ["faults.random.count: at most 0 random fault(s) fit in a run of 1 steps (got 1)"]
+    assert random_problems(0, 1) == random_problems(4, 5) == []
 
 
 def _injector(tmp_path: Path, spec: str, rank: int = 1) -> FaultInjector:
