@@ -22,7 +22,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_
 from torch.distributed.checkpoint.stateful import Stateful
 
 from platform_config.schema import ProjectConfig
-from training.checkpoint.errors import MarkerReadError
+from training.checkpoint.errors import CheckpointWriteError, CheckpointWriteOverdueError, MarkerReadError
 from training.checkpoint.files import list_committed
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.memtier import holds_snapshot
@@ -38,6 +38,7 @@ from training.parallel.distributed import (
     device,
     set_determinism,
 )
+from training.resilience.exit_codes import UnrecoverableError, classify
 from training.telemetry.events import EventLog
 from training.telemetry.metrics import StepTimer, peak_flops_per_device
 
@@ -148,6 +149,10 @@ class Trainer:
         #: The newest step that storage holds committed, or that this attempt saved (a final save is needed when
         #: training went beyond it). A step restored from the memory tier does not count.
         self._checkpointed_step = 0
+        #: The newest step that storage holds committed, as far as this attempt knows.
+        self._storage_step = 0
+        #: Storage saves that failed in a row (``checkpoint.max_failed_saves`` of them stop the run).
+        self.failed_saves = 0
         self._losses: dict[int, float] = {}
         self.eval_losses: dict[int, float] = {}
         self._failed = self._closed = False
@@ -257,7 +262,7 @@ class Trainer:
         self.step = step or 0
         self.state.step = self.step
         committed = self.ckpt.latest_committed() if step else None  # a memory restore may be newer than storage
-        self._checkpointed_step = min(self.step, committed or 0)
+        self._checkpointed_step = self._storage_step = min(self.step, committed or 0)
         return self.step
 
     # ------------------------------------------------------------------ loop
@@ -325,7 +330,8 @@ class Trainer:
                 if self.rank == 0:
                     lr = self.optimizer.param_groups[0]["lr"]
                     self.events.emit("step", step=step, loss=loss, tokens=tokens, lr=lr, **timing)
-                self.ckpt.maybe_finalize()
+                with self._save_failures():
+                    self.ckpt.maybe_finalize()
                 if not warmed:  # the optimizer state exists after the first step: its layout is the saves'
                     self.ckpt.warm_up(self.state)
                     warmed = True
@@ -340,8 +346,12 @@ class Trainer:
                     self.eval_losses[step] = eval_loss
                     if self.rank == 0:
                         self.events.emit("eval", step=step, loss=eval_loss)
-            if self.final_checkpoint and self.step > self._checkpointed_step:  # steps not a multiple of the interval
-                self.save_checkpoint()
+            while self.final_checkpoint:  # the target step committed in storage: saved (again) until it is
+                if self.step > self._checkpointed_step:  # steps not a multiple of the interval, or a failed save
+                    self.save_checkpoint()
+                self.finish_saves()
+                if self.step <= self._checkpointed_step:
+                    break
         except BaseException:
             self._failed = True
             raise
@@ -350,9 +360,55 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """Checkpoint the current step (inside section ``checkpoint``). Collective."""
         assert self.ckpt is not None
-        with self.hooks.section("checkpoint"):
+        with self.hooks.section("checkpoint"), self._save_failures():
             self.ckpt.save(self.step, self.state, during_write=lambda s: self.hooks.fault_point("checkpoint", s))
-        self._checkpointed_step = self.step
+            self._checkpointed_step = self.step
+
+    def finish_saves(self) -> None:
+        """Wait for the storage save in flight to commit (inside section ``checkpoint``; with the manager's
+        keep-alive where it has one). Collective."""
+        assert self.ckpt is not None
+        with self.hooks.section("checkpoint"), self._save_failures():
+            if self.ckpt.keepalive is not None:
+                self.ckpt.drain(*self.ckpt.keepalive)
+            else:
+                self.ckpt.wait()
+
+    @contextlib.contextmanager
+    def _save_failures(self) -> Iterator[None]:
+        """A failed storage save is not a training fault: the live state is fine. Training goes on, the save is
+        tried again at the next interval (the failed save's directory removed first), and after
+        ``checkpoint.max_failed_saves`` failures in a row the run stops with the storage exit code (21), keeping the
+        newest memory-tier snapshot. A save another rank was lost in, or a write past the checkpoint section
+        (:class:`CheckpointWriteOverdueError`), still goes to the restart layers. Every rank raises a failed save
+        together, so every rank counts it."""
+        assert self.ckpt is not None
+        try:
+            yield
+        except CheckpointWriteError as exc:
+            if isinstance(exc, CheckpointWriteOverdueError) or classify(exc) != "checkpoint_write":
+                raise
+            self.failed_saves += 1
+            self._checkpointed_step = self._storage_step
+            limit = self.cfg.checkpoint.max_failed_saves
+            if self.failed_saves >= limit:
+                raise UnrecoverableError(
+                    f"{self.failed_saves} consecutive saves failed (checkpoint.max_failed_saves = {limit}), the last: "
+                    f"{exc}; the newest memory-tier snapshot is kept",
+                    cause="checkpoint_write",
+                ) from exc
+            self.ckpt.save_failed(self.step)
+            if self.rank == 0:
+                print(
+                    f"[trainer] a failed save is not a training fault: training goes on from the live state at step "
+                    f"{self.step}; the save is tried again at the next interval ({self.failed_saves} of {limit} "
+                    "failed in a row)",
+                    flush=True,
+                )
+        else:
+            committed = self.ckpt.committed_step
+            if committed is not None and committed > self._storage_step:
+                self._storage_step, self.failed_saves = committed, 0
 
     def close(self, *, failed: bool = False) -> None:
         """Finalize an in-flight async save (collectively unless training or the caller failed); idempotent."""

@@ -51,6 +51,10 @@ class CheckpointConfig(_Strict):
     #: rank: 4 x its shard of the state (2 own slots, 2 peer).
     memory_interval_steps: int = Field(default=5, ge=0)
     keep_last: int = Field(default=3, ge=1)
+    #: Consecutive failed storage saves (a full or failing file system) after which the run stops with exit 21
+    #: (``CHECKPOINT_WRITE``), keeping the newest memory-tier snapshot. A failed save is not a training fault: the
+    #: live state is fine, so training goes on and the save is tried again at the next interval.
+    max_failed_saves: int = Field(default=3, ge=1)
     #: Root directory for checkpoints; None = ``<run_dir>/checkpoints`` locally, the FSx mount on Kubernetes.
     dir: str | None = None
     #: How NVRx's async path (CUDA only) hands GPU tensors to its writer process: ``cuda-ipc`` (NVRx's

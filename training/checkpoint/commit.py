@@ -153,6 +153,17 @@ def retention(root: Path, newest: int, keep_last: int) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def remove_unfinished(root: Path, up_to: int) -> list[int]:
+    """Remove the saves up to step ``up_to`` whose write did not finish (``step_N.tmp`` without ``.metadata``: a
+    failed save's leftovers, never loadable); returns their steps. A finished one is kept for the restore's commit."""
+    removed = []
+    for step, path in list_partial(root):
+        if step <= up_to and not (path / ".metadata").is_file():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(step)
+    return removed
+
+
 def quarantine(root: Path, step: int, path: Path, reason: str, events: EventLog) -> None:
     qdir = root / QUARANTINE_DIR
     qdir.mkdir(parents=True, exist_ok=True)

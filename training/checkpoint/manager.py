@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch.distributed as dist
 
 from training.checkpoint.backends import make_backend, write_delay
-from training.checkpoint.commit import COMMIT_THREAD, abandon_commits, join_commits
+from training.checkpoint.commit import COMMIT_THREAD, abandon_commits, join_commits, remove_unfinished
 from training.checkpoint.errors import CheckpointRootMissingError, CheckpointWriteOverdueError, NoUsableCheckpointError
 from training.checkpoint.files import list_committed
 from training.checkpoint.memtier import MemoryTier
@@ -125,6 +125,25 @@ class CheckpointManager:
             self.drain(*self.keepalive)
             waited_s = time.perf_counter() - t0
         self.saves.save(step, state, during_write=during_write, waited_s=waited_s)
+
+    @property
+    def committed_step(self) -> int | None:
+        """Step of the newest save of this manager committed on every rank (None: none yet)."""
+        return self.saves.committed_step
+
+    def save_failed(self, step: int) -> None:
+        """After a failed save, with nothing in flight: rank 0 removes the unfinished saves up to ``step``, so that
+        the next save finds the room they took. Not collective."""
+        if self.rank != 0 or self.saves.in_flight is not None:
+            return
+        join_commits()
+        try:
+            removed = remove_unfinished(self.root, step)
+        except OSError as exc:  # the listing itself failed: the next save tells
+            print(f"[checkpoint] could not remove the failed saves' directories: {exc}", flush=True)
+            return
+        if removed:
+            print(f"[checkpoint] removed the unfinished save(s) of step {', '.join(map(str, removed))}", flush=True)
 
     def warm_up(self, state: AppState) -> None:
         """Once per (re)start, after the first optimizer step (see :meth:`StorageSaves.warm_up`)."""

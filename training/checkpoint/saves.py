@@ -65,6 +65,8 @@ class StorageSaves:
         self._inflight: InFlight | None = None
         #: Bytes of this rank's part of the newest save (to tell a full file system from another failure).
         self._save_bytes: int | None = None
+        #: Step of the newest save of this process finalized without error on every rank (None: none yet).
+        self.committed_step: int | None = None
 
     def _emit(self, event: str, **fields: Any) -> None:
         if self.rank == 0:
@@ -154,6 +156,7 @@ class StorageSaves:
             self._commit_then_done(flight)
             if not all_ok(self.pg, flight.error is None):
                 raise flight.reported or self._fail(step, OSError("commit failed on rank 0"))
+            self.committed_step = step
             # The loop goes on only now: a synchronous save stalls it for the write *and* the commit.
         stall_s = round(time.perf_counter() - t_wait, 6)
         self._emit("ckpt_staged", step=step, stall_s=stall_s, backend=self.backend, **parts)
@@ -237,6 +240,7 @@ class StorageSaves:
             raise flight.reported or self._fail(flight.step, OSError("async checkpoint write failed on another rank"))
         if not running:
             self._inflight = None
+            self.committed_step = flight.step
 
     def wait(self) -> None:
         """Block until the in-flight save is finalized; raise :class:`CheckpointWriteError` everywhere if it failed."""
@@ -256,6 +260,8 @@ class StorageSaves:
             raise (flight and flight.reported) or self._fail(
                 step, err or OSError("async checkpoint write failed on another rank")
             )
+        if flight is not None:
+            self.committed_step = flight.step
 
     def close(self, *, collective: bool, keepalive: KeepAlive | None = None) -> None:
         """Finalize the save in flight. ``collective=False`` (an error path, peers may be gone): wait only for this

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -9,9 +10,12 @@ import pytest
 from platform_config import config_from_dict
 from tests.helpers.training_runs import FAST_CONFIG, group_timeout_s, single_process_group
 from training.checkpoint import shm_scope
+from training.checkpoint.backends import Backend
 from training.checkpoint.files import list_committed
 from training.parallel import distributed
+from training.resilience.exit_codes import ExitCode, UnrecoverableError, exit_code_for
 from training.telemetry.events import EventLog, read_events
+from training.telemetry.goodput import analyze
 from training.trainer import Trainer
 
 
@@ -66,8 +70,9 @@ def test_a_step_restored_from_memory_is_saved_to_storage(tmp_path: Path, monkeyp
     checkpointed and ended with storage's newest step 5 of 10. Only a committed step in storage counts."""
     monkeypatch.setenv(shm_scope.SHM_BASE_ENV, str(tmp_path / "shm"))
     (tmp_path / "shm").mkdir()
-    cfg = config_from_dict({**FAST_CONFIG, "checkpoint": {"interval_steps": 5, "keep_last": 3}})
-    assert cfg.checkpoint.memory_interval_steps == 5
+    cfg = config_from_dict(
+        {**FAST_CONFIG, "checkpoint": {"interval_steps": 5, "keep_last": 3, "memory_interval_steps": 5}}
+    )
     with single_process_group():
         first = Trainer(cfg, tmp_path, EventLog(tmp_path, 0), checkpoint_mode="sync", target_steps=10)
         first.setup()
@@ -88,3 +93,58 @@ def test_a_step_restored_from_memory_is_saved_to_storage(tmp_path: Path, monkeyp
         assert second.train() == 10
         second.close()
     assert [s for s, _ in list_committed(tmp_path / "checkpoints")] == [5, 10]
+
+
+#: The fast config with storage saves only (no memory tier): a save every 5 steps.
+STORAGE_ONLY = {**FAST_CONFIG, "checkpoint": {**FAST_CONFIG["checkpoint"], "memory_interval_steps": 0}}
+
+
+def _full_disk_for(monkeypatch: pytest.MonkeyPatch, saves: int | None) -> list[int]:
+    """The next ``saves`` synchronous writes (None: every one) fail with ENOSPC; returns the steps that failed."""
+    real, failed = Backend.start, []
+
+    def start(self, flight, state_dict, pg, write_done):  # type: ignore[no-untyped-def]
+        if saves is None or len(failed) < saves:
+            failed.append(flight.step)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, flight, state_dict, pg, write_done)
+
+    monkeypatch.setattr(Backend, "start", start)
+    return failed
+
+
+def test_a_failed_save_is_not_a_training_fault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48, item 2: a full disk failed the save of step 300 of the 1B model, and the run restarted, restored
+    step 200 and retrained 100 steps, until its restarts ran out. The live state is fine: training goes on, the
+    save is tried again at the next interval, and the report counts the failure."""
+    cfg = config_from_dict(STORAGE_ONLY)  # a save every 5 steps
+    failed = _full_disk_for(monkeypatch, 1)
+    with single_process_group():
+        trainer = _train(cfg, tmp_path, 12)
+    assert failed == [5] and trainer.step == 12
+    assert [s for s, _ in list_committed(tmp_path / "checkpoints")] == [10, 12]
+    assert not list((tmp_path / "checkpoints").glob("*.tmp"))  # the failed save's directory is removed
+    events = read_events(tmp_path)
+    assert [e["step"] for e in events if e["event"] == "ckpt_failed"] == [5]
+    assert "ENOSPC" in next(e["error"] for e in events if e["event"] == "ckpt_failed")
+    assert analyze(events).checkpoint_summary()["failed"] == 1
+
+
+def test_consecutive_failed_saves_stop_the_run_with_the_storage_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = config_from_dict(STORAGE_ONLY)
+    assert cfg.checkpoint.max_failed_saves == 3
+    failed = _full_disk_for(monkeypatch, None)
+    with single_process_group():
+        trainer = Trainer(cfg, tmp_path, EventLog(tmp_path, 0), checkpoint_mode="sync", target_steps=40)
+        trainer.setup()
+        trainer.restore()
+        with pytest.raises(UnrecoverableError) as info:
+            trainer.train()
+        trainer.close(failed=True)
+    assert failed == [5, 10, 15] and trainer.step == 15
+    assert getattr(info.value, "cause", None) == "checkpoint_write"
+    assert exit_code_for(info.value.cause, 42) == ExitCode.CHECKPOINT_WRITE == 21
+    assert "3 consecutive saves failed (checkpoint.max_failed_saves = 3)" in info.value.reason
+    assert "ENOSPC" in info.value.reason
