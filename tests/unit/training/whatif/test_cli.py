@@ -66,22 +66,57 @@ def test_config_env_report_and_scenario_file_in_order(tmp_path: Path) -> None:
     assert inputs["steps"] == 300  # the flag over everything
 
 
+HEAD = "error: invalid arguments (python -m training.whatif):\n"
+LAYER_VALUE = "expected LAYER=VALUE with LAYER one of inprocess, ft_launcher, job"
+
+
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "lines"),
     [
-        (["--steps", "0", "--step-s", "1"], "whatif: --steps: must be a whole number >= 1 (got 0)"),
-        (["--steps", "10"], "whatif: --step-s: give the step time (--step-s) or measured points"),
-        (["--step-s", "1", "--restart-s", "kubelet=3"], "whatif: --restart-s: expected LAYER=VALUE with LAYER one of"),
-        (["--step-s", "1", "--budget", "job=many"], "whatif: --budget job: expected a whole number of restarts"),
-        (["--step-s", "1", "--faults", "meteor@5"], "whatif: --faults: meteor@5 needs a class among exception"),
-        (["--step-s", "1", "--from-report", "/nope/report.json"], "whatif: --from-report: /nope/report.json does not"),
-        (["--step-s", "1", "--env", "staging"], "environment 'staging' is not defined; allowed: default, prod"),
+        (["--steps", "0", "--step-s", "1"], ["--steps: must be a whole number >= 1 (got 0)"]),
+        (["--steps", "10"], ["--step-s: give the step time (--step-s) or measured points (--step-s-by-nodes)"]),
+        (["--step-s", "1", "--restart-s", "kubelet=3"], [f"--restart-s: {LAYER_VALUE} (got 'kubelet=3')"]),
+        (["--step-s", "1", "--budget", "job=many"], ["--budget job: expected a whole number of restarts (got 'many')"]),
+        (["--step-s", "1", "--faults", "meteor@5"],
+         ["--faults: meteor@5 needs a class among exception, hang, node_loss and 1 <= step <= 1000"]),
+        (["--step-s", "1", "--from-report", "/nope/report.json"], ["--from-report: /nope/report.json does not exist"]),
+        # every input that is not usable, in one message
+        (
+            ["--steps", "0", "--step-s", "-1", "--nodes", "0", "--trials", "0", "--restore-s", "soon", "--budget",
+             "job=many"],
+            [
+                "--restore-s: expected P50 or P50,P95 in seconds with P95 >= P50 (got 'soon')",
+                "--budget job: expected a whole number of restarts (got 'many')",
+                "--steps: must be a whole number >= 1 (got 0)",
+                "--step-s: must be > 0 seconds (got -1.0)",
+                "--nodes: must be a whole number >= 1 (got 0)",
+                "--trials: must be a whole number >= 1 (got 0)",
+            ],
+        ),
     ],
-)
-def test_bad_inputs_exit_2_naming_the_flag(args: list[str], message: str, tmp_path: Path, capsys) -> None:
+)  # fmt: skip
+def test_bad_inputs_exit_2_naming_every_one(args: list[str], lines: list[str], tmp_path: Path, capsys) -> None:
     assert main([*args, "--json", str(tmp_path / "w.json")]) == 2
-    assert message in capsys.readouterr().err
+    assert capsys.readouterr().err == HEAD + "".join(f"  - {line}\n" for line in lines)
     assert not (tmp_path / "w.json").exists()
+
+
+def test_an_unknown_environment_names_the_allowed_ones(tmp_path: Path, capsys) -> None:
+    assert main(["--step-s", "1", "--env", "staging", "--json", str(tmp_path / "w.json")]) == 2
+    assert "environment 'staging' is not defined; allowed: default, prod" in capsys.readouterr().err
+
+
+def test_values_of_the_wrong_type_end_before_anything_is_read(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--steps", "many", "--step-s", "fast", "--mode", "hope", "--sweep-points", "-1", "--report-nodes", "0"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == HEAD + (
+        "  - --report-nodes: a whole number >= 1 (got 0)\n"
+        '  - --steps: a whole number (got "many")\n'
+        '  - --step-s: a number (got "fast")\n'
+        '  - --mode: one of sync-ckpt, async-ckpt, inprocess, ft-launcher, inprocess-ft, k8s-only (got "hope")\n'
+        "  - --sweep-points: a whole number >= 0 (got -1)\n"
+    )
 
 
 def test_a_bad_value_in_a_scenario_file_names_the_file(tmp_path: Path, capsys) -> None:
