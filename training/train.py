@@ -24,8 +24,6 @@ import gc
 import os
 import sys
 import time
-import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,29 +35,22 @@ from training.common.process_start import process_start_ts
 from training.resilience import sigterm, timeout_check
 from training.resilience.exit_codes import (
     ExitCode,
-    FailureLedger,
-    UnrecoverableError,
     check_codes,
-    classify,
-    exit_code_for,
-    fail_job_exit_codes,
     write_exit_status,
 )
-from training.resilience.faults import FaultInjector, RunShape, fired_faults, schedule_from_config, schedule_problems
-from training.resilience.ft_monitor import FtMonitor
-from training.resilience.hooks import PhaseClock, ResilienceHooks
+from training.resilience.exit_policy import Exit, exit_policy, record_exit
+from training.resilience.faults import RunShape, fired_faults, schedule_problems
+from training.resilience.hooks import PhaseClock
 from training.resilience.inprocess import (
-    RestartTracker,
     apply_process_env,
     build_wrapper,
-    is_restart_abort,
     store_port,
     wrap,
 )
 from training.resilience.restarts import previous_start_ns, record_entry, restart_layer
-from training.resilience.sigterm import TERMINATED_EXIT_CODE, Terminated
+from training.resilience.worker import WorkerResilience
 from training.telemetry.emf import EmfEmitter
-from training.telemetry.events import LAYERS, EventLog, env_int
+from training.telemetry.events import LAYERS, EventLog
 
 SUMMARY_FILE = "summary.json"
 #: Written by rank 0 once a restore under ``--fresh`` completed: every later restart or launch ignores ``--fresh``.
@@ -68,12 +59,13 @@ FRESH_MARKER = "fresh_start.json"
 #: is built; ``start_ts`` is the process's start), ``wrapper`` (NVRx forks its monitor and meets the other ranks),
 #: then on every entry ``process_group``, ``model`` (data, model, FSDP, optimizer), ``restore`` and ``first_step``.
 PHASES = ("imports", "wrapper", "process_group", "model", "restore", "first_step")
-#: Failures that fail the Job instead of restarting it.
-FINAL_CAUSES = ("unrecoverable", "config", "no_usable_checkpoint", "checkpoint_root_missing")
 
 
 class Runner:
-    """The function the in-process Wrapper calls (once per iteration), or called once without it."""
+    """The function the in-process Wrapper calls (once per iteration), or called once without it: the trainer's
+    life in one entry. It composes what it holds, each through its own protocol: the event log and its EMF metrics
+    (``events``, ``emf``), the resilience side (``resilience``: ledger, faults, ft monitor, hooks, tracker), the
+    process group of each iteration (``groups``) and the start-up phase clock."""
 
     def __init__(self, cfg: ProjectConfig, args: argparse.Namespace, mode: RecoveryMode) -> None:
         self.cfg = cfg
@@ -87,25 +79,15 @@ class Runner:
         self.events = EventLog(self.run_dir, self.rank, layer=self._default_layer())
         self.emf = EmfEmitter(cfg)
         self.emf.follow(self.events)
-        self.ledger = FailureLedger(self.run_dir, self.rank, cfg.faults.max_repeats)
-        faults = schedule_from_config(cfg, args.faults, self.steps, self.world_size)
-        self.injector = FaultInjector(faults, self.run_dir, self.rank, self.events, self.ledger, self.events.layer)
-        self.monitor = FtMonitor(enabled=self.layers.ft_launcher, calculate_timeouts=cfg.ft.calculate_timeouts)
-        self.hooks = ResilienceHooks(
-            cfg,
-            self.injector,
-            self.monitor,
-            inprocess=self.layers.inprocess,
-            ft_launcher=self.layers.ft_launcher,
-            events=self.events,
+        self.resilience = WorkerResilience.build(
+            cfg, self.layers, self.run_dir, self.rank, self.world_size, self.steps, args.faults, self.events
         )
-        self.tracker = RestartTracker()
         self.entered_ns = previous_start_ns(self.run_dir, self.rank)
         self.clock = PhaseClock(self.events)
+        self.groups: Any = None  # training.parallel.iteration_group.IterationGroups, made on the first entry
         self.last_step = 0
         self.completed = False  # the target step was reached (the exit code is 0 whatever teardown does)
         self.summary: dict[str, Any] | None = None
-        self._store: Any = None
         self._wrapped = False
 
     def _default_layer(self) -> str:
@@ -113,15 +95,15 @@ class Runner:
             return "inprocess"
         return "ft_launcher" if self.layers.ft_launcher else "job"
 
-    def _restart_layer(self, iteration: int) -> tuple[str, str] | None:
-        return restart_layer(self.layers, self.run_dir, self.entered_ns, iteration, self.tracker.cause)
-
     def __call__(self, call_wrapper: Any = None) -> int:
+        from training.parallel.iteration_group import IterationGroups
         from training.trainer import Trainer
 
         restart = self._enter(call_wrapper)
-        self._init_process_group(self.events.iteration)
+        self.groups = self.groups or IterationGroups(self.cfg.inprocess)
+        self.groups.init(self.events.iteration, self.rank, self.world_size)
         self.clock.lap("process_group")
+        hooks = self.resilience.hooks
         trainer = Trainer(
             self.cfg,
             self.run_dir,
@@ -129,25 +111,22 @@ class Runner:
             checkpoint_mode=self.layers.checkpoint_mode,
             memory_tier=self.layers.memory_tier,
             target_steps=self.steps,
-            hooks=self.hooks,
+            hooks=hooks,
             allow_fresh_start=self._fresh_allowed(),
         )
         finished = False
         try:
             self._prepare(trainer, restart)
             final = trainer.train()
-            with self.hooks.section("checkpoint"):  # the last write, as long as the checkpoint section allows
+            with hooks.section("checkpoint"):  # the last write, as long as the checkpoint section allows
                 trainer.ckpt.drain(*trainer.ckpt.keepalive)
-            self.hooks.pings.release()  # the closing save and teardown are no steps
+            hooks.pings.release()  # the closing save and teardown are no steps
             self._complete(trainer, final)
             finished = True
             return final
         except Exception as err:
             self.last_step = max(self.last_step, getattr(trainer, "step", 0) or 0)
-            cause = classify(err)
-            # Injected faults were counted when they fired; a lost peer is the peer's fault, counted by its own rank.
-            if getattr(err, "fault_kind", None) is None and cause != "peer_lost":
-                self.ledger.record(cause, self.last_step)
+            self.resilience.record_failure(err, self.last_step)
             raise
         finally:
             with contextlib.suppress(Exception):
@@ -167,32 +146,20 @@ class Runner:
         self.world_size = int(os.environ.get("WORLD_SIZE", self.world_size))
         self.events.rank = self.rank
         self.events.iteration = iteration
-        restart = self._restart_layer(iteration)
+        tracker = self.resilience.tracker
+        restart = restart_layer(self.layers, self.run_dir, self.entered_ns, iteration, tracker.cause)
         entered_ns = time.time_ns()
-        self.hooks.pings.bind(call_wrapper)
-        if call_wrapper is not None:
-            self.monitor.guard = call_wrapper.atomic
-        # Connect to ft_launcher's rank monitor here, inside the in-process Wrapper (once per process): NVRx forks
-        # its monitor daemon on entering the Wrapper, and a connection opened before that fork is inherited by
-        # the daemon, which keeps it open after this worker has died.
-        with self.monitor.guard():
-            self.monitor.start()
+        self.resilience.connect(call_wrapper)
         if restart:
             layer, cause = restart
-            extra = {"detected_ts": self.tracker.detected_ts} if layer == "inprocess" else {}
+            extra = {"detected_ts": tracker.detected_ts} if layer == "inprocess" else {}
             self.events.emit("restart_begin", cause=cause, layer=layer, emit_layer=layer, **extra)
             print(f"[train] rank {self.rank}: {layer} restart #{iteration or ''} after {cause}", flush=True)
-            self.monitor.end_all_sections()
-            # Re-entering is progress: without this heartbeat the rank monitor measured the in-process detection,
-            # the re-initialisation and the restore against one step's heartbeat timeout (seen exceeding its 15 s on
-            # 2 loaded cores, so ft_launcher killed a recovery that was under way).
-            self.monitor.heartbeat(self.last_step)
-            self.hooks.reset_step_timing()
+            self.resilience.resume(self.last_step)
         self.entered_ns = entered_ns
         if iteration > 0:  # a later process of this rank must not take a fault recovered here for its own cause
             record_entry(self.run_dir, self.rank, entered_ns)
-        self.hooks.stall.progress()  # (re-)entering counts as progress: a stall from here on gets a stack dump
-        self.ledger.check()
+        self.resilience.entered()
         if iteration == 0 and call_wrapper is not None and not self._wrapped:
             self.clock.lap("wrapper")  # NVRx built its monitor process and met the other ranks
         else:
@@ -209,13 +176,13 @@ class Runner:
         trainer.setup()
         # Waits on a write in flight keep the rank alive to ft_launcher and NVRx, within the checkpoint section timeout
         trainer.ckpt.keepalive = (
-            self.hooks.keepalive,
+            self.resilience.hooks.keepalive,
             timeout_check.checkpoint_wait_s(self.cfg.ft.section_timeouts_s["checkpoint"]),
         )
         self.clock.lap("model", meta=trainer.on_meta)
         resumed = trainer.restore()
         self.clock.lap("restore")
-        self.hooks.clock = self.clock  # the first heartbeat laps ``first_step``
+        self.resilience.hooks.clock = self.clock  # the first heartbeat laps ``first_step``
         if trainer.allow_fresh_start and self.rank == 0:
             atomic_write_json(self.run_dir / FRESH_MARKER, {"ns": time.time_ns(), "resumed_step": resumed})
         if restart:
@@ -238,47 +205,6 @@ class Runner:
                 print(f"[train] --fresh ignored: this run already started fresh ({marker})", flush=True)
             return False
         return bool(self.args.fresh)
-
-    def _init_process_group(self, iteration: int) -> None:
-        """The default group, on a store prefix of its own per in-process iteration, after every rank arrived.
-
-        The launchers give each worker generation a fresh store hosted by global rank 0 (ft_launcher with c10d, and
-        torchrun with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` from the pod spec), so a generation never sees the
-        keys of an earlier one. Re-initialising with ``env://`` on in-process re-entry reused the previous
-        iteration's keys (seen hanging under ft_launcher), hence ``PrefixStore("train_iter<N>")``. The barrier first
-        waits (up to ``inprocess.barrier_timeout_s``) until every rank arrived, so a slow starter is not mistaken for
-        a lost peer by gloo's much shorter connect timeout (seen on 2 cores with 4 workers).
-        """
-        import datetime
-
-        import torch.distributed as dist
-
-        from training.parallel import distributed
-
-        timeout_s = distributed.collective_timeout_s(self.cfg.inprocess)
-        if iteration > 0 and dist.is_initialized():  # NVRx's abort normally destroyed it; never reuse a broken one
-            print(f"[train] rank {self.rank}: process group of iteration {iteration - 1} still alive; aborting it")
-            distributed.abort_process_group()
-        agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
-        if self._store is None:
-            self._store = dist.TCPStore(
-                os.environ["MASTER_ADDR"],
-                int(os.environ["MASTER_PORT"]),
-                self.world_size,
-                is_master=self.rank == 0 and not agent_store,
-                timeout=datetime.timedelta(seconds=self.cfg.inprocess.barrier_timeout_s),
-                multi_tenant=True,
-                wait_for_workers=False,
-            )
-        # An agent's store outlives worker generations: name the generation by its restart count as well.
-        prefix = (
-            f"train_r{env_int('TORCHELASTIC_RESTART_COUNT')}_iter{iteration}"
-            if agent_store
-            else f"train_iter{iteration}"
-        )
-        store = dist.PrefixStore(prefix, self._store)
-        distributed.store_barrier(store, self.world_size, self.cfg.inprocess.barrier_timeout_s)
-        distributed.init_process_group(timeout_s=timeout_s, store=store, rank=self.rank, world_size=self.world_size)
 
 
 def write_summary(runner: Runner, final: int, digest: str) -> dict[str, Any]:
@@ -303,7 +229,7 @@ def write_summary(runner: Runner, final: int, digest: str) -> dict[str, Any]:
         "restarts_by_layer": by_layer,
         "mode": runner.mode.value,
         "world_size": runner.world_size,
-        "measured_s": runner.hooks.measured,
+        "measured_s": runner.resilience.hooks.measured,
     }
     atomic_write_json(runner.run_dir / SUMMARY_FILE, summary)
     return summary
@@ -383,61 +309,6 @@ def resolve_config(args: argparse.Namespace) -> tuple[ProjectConfig, RecoveryMod
     return cfg, mode
 
 
-@dataclass
-class Exit:
-    """How a worker leaves: its exit code and cause; ``primary``: this rank's cause is the run's (not a consequence
-    of another rank's fault); ``final``: fail the Job, ask ft_launcher not to restart."""
-
-    code: int = 0
-    cause: str = "completed"
-    message: str = ""
-    primary: bool = True
-    final: bool = False
-
-
-def exit_policy(err: BaseException | None, runner: Runner, unrecoverable: int) -> Exit:
-    """The exit code of a worker whose training function ended with ``err`` (None: it returned)."""
-    if err is None:
-        return Exit()
-    if isinstance(err, UnrecoverableError):
-        cause = getattr(err, "cause", "unrecoverable")
-        out = Exit(exit_code_for(cause, unrecoverable), cause, err.reason, final=True)
-    elif isinstance(err, Terminated):
-        out = Exit(TERMINATED_EXIT_CODE, "terminated", str(err), primary=False)
-    elif is_restart_abort(err) or runner.tracker.abort_cause is not None:
-        # NVRx's Wrapper may raise a teardown error of its own on top of the RestartAbort our initialize raised (its
-        # store's host gone, say; the bytes initial rank that broke every node loss's teardown is fixed in
-        # training.resilience.inprocess.fix_initial_ranks): the tracker knows the Wrapper ended because of that
-        # abort. Ranks were lost (another pod's failure) or restarts came too fast: neither fails the Job here. The
-        # lost peer's pod is replaced and this one rejoins; a rate budget hands the fault to the next layer.
-        if runner.tracker.abort_cause == "peer_lost":
-            cause = "peer_lost"
-        else:
-            cause = runner.tracker.cause if runner.tracker.cause not in (None, "peer_lost") else "exception"
-        reason = runner.tracker.abort_reason
-        if reason is None or is_restart_abort(err):
-            message = f"in-process layer stopped: {reason or err}"
-        else:  # the abort's reason, then what NVRx's teardown raised on top of it
-            message = f"in-process layer stopped: {reason} (then, tearing down: {type(err).__name__}: {err})"
-        # primary=False: usually a consequence of another rank leaving: keep that rank's cause
-        out = Exit(exit_code_for(cause, unrecoverable), cause, message, primary=False)
-    else:
-        cause = classify(err)
-        if runner.layers.ft_launcher or not isinstance(err, Exception):
-            traceback.print_exception(err)
-        out = Exit(exit_code_for(cause, unrecoverable), cause, f"{type(err).__name__}: {err}")
-    out.final = out.final or out.cause in FINAL_CAUSES
-    if out.code and runner.completed:
-        # Training reached its target and its final state is saved: an error while tearing down (NVRx's Wrapper
-        # talking to a store whose host, a pod that already finished, is gone; the launcher's SIGTERM as it leaves)
-        # must not turn the success into a lost peer, which would send this pod back to a rendezvous nobody hosts.
-        print(
-            f"[train] rank {runner.rank}: completed; ignoring a teardown error ({out.cause}): {out.message}", flush=True
-        )
-        return Exit()
-    return out
-
-
 def setup(args: argparse.Namespace) -> Runner:
     """Config, process environment, signals, the static timeout checks and the eager imports; the Runner."""
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "error")
@@ -484,7 +355,7 @@ def call(runner: Runner) -> None:
         cfg.inprocess,
         port=store_port(cfg.job.inprocess_store_port),
         min_world_size=min(cfg.inprocess.min_world_size or world, world),
-        tracker=runner.tracker,
+        tracker=runner.resilience.tracker,
         log_dir=_monitor_log_dir(runner.run_dir),
         on_fault=[_abandon_async_saves],
     )
@@ -495,37 +366,27 @@ def run(args: argparse.Namespace) -> int:
     """Train; returns the process exit code."""
     runner = setup(args)
     unrecoverable = runner.cfg.ft.unrecoverable_exit_code
+    err: BaseException | None = None
     try:
         call(runner)
-        out = exit_policy(None, runner, unrecoverable)
-    except BaseException as err:
-        out = exit_policy(err, runner, unrecoverable)
+    except BaseException as raised:
+        err = raised
+    out = exit_policy(
+        err, runner.resilience.tracker, completed=runner.completed, ft_launcher=runner.layers.ft_launcher,
+        rank=runner.rank, unrecoverable=unrecoverable,
+    )  # fmt: skip
     if out.code:
-        msg = f"[train] rank {runner.rank}: exiting with code {out.code} ({out.cause}): {out.message}"
-        print(msg, file=sys.stderr, flush=True)
-        keep = frozenset(fail_job_exit_codes(unrecoverable))
-        try:
-            write_exit_status(
-                args.run_dir, out.code, out.cause, out.message[:2000], runner.rank, overwrite=out.primary,
-                keep_codes=keep, final=out.final,
-            )  # fmt: skip
-        except OSError as err:  # the record is a courtesy to the supervisor; the exit code below still says it all
-            print(f"[train] rank {runner.rank}: could not record the exit status: {err}", file=sys.stderr, flush=True)
-        if out.final:
-            runner.monitor.request_shutdown(f"{out.cause}: {out.message[:200]}")
+        record_exit(out, args.run_dir, runner.rank, unrecoverable)
     _finish(runner, out)
     return out.code
 
 
 def _finish(runner: Runner, out: Exit) -> None:
-    runner.hooks.stall.stop()
+    runner.resilience.leave(out)
     runner.events.emit("exit", reason=out.cause, code=out.code, step=runner.last_step)
-    if runner.emf.enabled and runner.summary is not None:  # rank 0 of a finished run: the run's goodput
-        from training.telemetry.goodput import analyze, load_events
-
-        run = analyze(load_events(runner.run_dir).events)
-        runner.emf.goodput(training=run.training_goodput, infrastructure=run.infrastructure_goodput)
-    runner.monitor.shutdown()
+    if runner.summary is not None:  # rank 0 of a finished run: the run's goodput
+        runner.emf.run_goodput()
+    runner.resilience.monitor.shutdown()
     if runner.summary is not None:
         s = runner.summary
         print(

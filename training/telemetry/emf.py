@@ -185,6 +185,10 @@ class EmfEmitter(EmfSink):
         if self._goodput is not None:
             self._goodput.join()
 
+    def run_goodput(self) -> None:
+        """The run's goodput from the whole log, now (rank 0 of a finished run, as it exits); nothing when disabled."""
+        self._analysis_metrics(recovered_at=None)
+
     def _analysis_metrics(self, *, recovered_at: float | None) -> None:
         """The run's goodput so far and, at a process's first step, the faults that step recovered."""
         if not self.enabled or self.events_path is None:

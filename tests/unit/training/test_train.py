@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from training.common.files import atomic_write_json
 from training.resilience.exit_codes import read_exit_status, translate_launcher_exit
-from training.resilience.inprocess import RestartTracker
 from training.resilience.restarts import newest_fault_since, restart_layer
-from training.train import exit_policy, parse_args, resolve_config
+from training.train import parse_args, resolve_config
 
 
 def test_short_timeouts_and_mode_override() -> None:
@@ -109,16 +107,3 @@ def test_a_configuration_error_leaves_the_collector_on(tmp_path: Path) -> None:
     assert gc.isenabled()
     code = main(["--run-dir", str(tmp_path), "--config", str(tmp_path / "missing.yaml")])
     assert code == int(ExitCode.CONFIG) and gc.isenabled()
-
-
-def test_a_teardown_error_on_top_of_a_lost_peer_abort_keeps_the_abort_s_reason() -> None:
-    """Recorded (NVRx 0.4.1, a cluster run's survivor of a lost node): the Wrapper raised its own teardown error on
-    top of the RestartAbort; the exit said only the teardown error."""
-    reason = "1 of 2 ranks are left: a peer was lost"
-    runner = SimpleNamespace(tracker=RestartTracker(abort_cause="peer_lost", abort_reason=reason), completed=False)
-    out = exit_policy(ValueError("invalid literal for int() with base 10: \"b'1'\""), runner, 42)  # type: ignore[arg-type]
-    assert (out.code, out.cause, out.primary) == (14, "peer_lost", False)
-    assert out.message == (
-        "in-process layer stopped: 1 of 2 ranks are left: a peer was lost "
-        "(then, tearing down: ValueError: invalid literal for int() with base 10: \"b'1'\")"
-    )

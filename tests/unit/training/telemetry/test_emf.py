@@ -161,3 +161,21 @@ def test_disabled_emitter_is_not_attached_and_writes_nothing(tmp_path) -> None:
     assert not emf.enabled
     emf.on_event({"event": "step", "step": 1, "ts": 0.0})
     assert buf.getvalue() == ""
+
+
+def test_a_finished_run_publishes_the_goodput_of_its_whole_log(tmp_path) -> None:
+    """Scenario A's log (tests.unit.training.telemetry.test_goodput): 6.4 of 14.5 s productive, 14.0 working."""
+    from tests.unit.training.telemetry.test_goodput import scenario_a
+    from training.telemetry.events import EventLog
+
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in scenario_a()))
+    buf = io.StringIO()
+    emf = EmfEmitter(_cfg(), stream=buf, endpoint="")
+    emf.follow(EventLog(tmp_path, 0))
+    emf.run_goodput()
+    (rec,) = _lines(buf)
+    assert rec["TrainingGoodput"] == pytest.approx(100 * 6.4 / 14.5)
+    assert rec["InfrastructureGoodput"] == pytest.approx(100 * 14.0 / 14.5)
+    buf.truncate(0)
+    EmfEmitter(_cfg(enabled=False), stream=buf).run_goodput()
+    assert buf.getvalue() == ""
