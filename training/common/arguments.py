@@ -112,6 +112,11 @@ def rejected(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[
     return lines
 
 
+def nested(text: str) -> str:
+    """A multi-line text (a configuration error) as one item of the message: its later lines indented under it."""
+    return text.replace("\n", "\n    ")
+
+
 def message(prog: str, lines: list[str]) -> str:
     """The whole message, in the configuration errors' style."""
     return f"error: invalid arguments ({prog}):\n" + "".join(f"  - {line}\n" for line in lines)

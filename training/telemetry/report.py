@@ -3,7 +3,8 @@
 Reads ``RUN_DIR/events.jsonl`` (all ranks, all restarts) and writes ``RUN_DIR/report.json``,
 ``RUN_DIR/timeline.png`` and ``RUN_DIR/recovery_hist.png``, then prints a table. Definitions: ``docs/goodput.md``.
 The goodput planner (``training.whatif``) adds a recovery mode and interval for the ``--plan-env`` cluster.
-Exit status: 0 with a report (warnings are printed), 2 when there is no event log.
+Exit status: 0 with a report (warnings are printed); 2 before anything is read when there is no event log or a
+configuration or environment named on the command line does not load (one message naming each).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from platform_config import ConfigError, ProjectConfig, load_config
+from training.common.arguments import nested, parse, problem
 from training.telemetry.analysis import RunAnalysis
+from training.telemetry.events import EVENTS_FILE
 from training.telemetry.exits import read_worker_exits
 from training.telemetry.goodput import analyze, load_events
 from training.telemetry.interval_advisor import advise_for_run
@@ -160,6 +163,24 @@ def format_table(r: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def problems(args: argparse.Namespace) -> list[str]:
+    """What makes the command unusable before it reads anything: no event log in ``run_dir``, a ``--config`` /
+    ``--env`` given that does not load, a ``--plan-env`` given that is not an environment of the configuration (the
+    default one missing is said in the report: the planner's ``reason``)."""
+    lines = []
+    if not (args.run_dir / EVENTS_FILE).is_file():
+        allowed = f"a run directory holding {EVENTS_FILE} (training writes it as it starts: did the run start?)"
+        lines.append(problem("RUN_DIR", allowed, str(args.run_dir)))
+    envs = [("--config / --env", args.env)] if args.config or args.env else []
+    for flag, env in envs + ([("--plan-env", args.plan_env)] if args.plan_env and not args.no_plan else []):
+        try:
+            load_config(args.config, env=env)
+        except ConfigError as exc:
+            if not any(line.endswith(f": {nested(str(exc))}") for line in lines):  # one missing file: said once
+                lines.append(f"{flag}: {nested(str(exc))}")
+    return lines
+
+
 def _load_cfg(run_dir: Path, path: str | None, env: str | None) -> tuple[ProjectConfig | None, str | None]:
     candidates = [run_dir / n for n in RUN_CONFIG_FILES if (run_dir / n).is_file()] if path is None else []
     try:
@@ -174,19 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", help="project.yaml (default: the run's config.json if present, else project.yaml)")
     p.add_argument("--env", help="environment of the configuration (default: $PROJECT_ENV or default)")
     p.add_argument("--no-plots", action="store_true", help="skip timeline.png and recovery_hist.png")
-    p.add_argument("--plan-env", default=PLAN_ENV, help=f"cluster the planner sizes for (default {PLAN_ENV})")
+    p.add_argument("--plan-env", default=None, help=f"cluster the planner sizes for (default {PLAN_ENV})")
     p.add_argument("--no-plan", action="store_true", help="skip the planner's recommendation")
-    args = p.parse_args(argv)
+    args = parse(p, argv, problems)
     cfg, cfg_warning = _load_cfg(args.run_dir, args.config, args.env)
-    try:
-        report, analysis = build_report(args.run_dir, cfg)
-    except FileNotFoundError as exc:
-        print(f"report: {exc}; did the run start? (training writes RUN_DIR/events.jsonl)", file=sys.stderr)
-        return 2
+    report, analysis = build_report(args.run_dir, cfg)
     if cfg_warning:
         report["warnings"].append(cfg_warning)
     if not args.no_plan:
-        report["whatif"] = plan(report, args.config, args.plan_env)
+        report["whatif"] = plan(report, args.config, args.plan_env or PLAN_ENV)
     if not args.no_plots:
         from training.telemetry.plots import plot_recovery_hist, plot_recovery_waterfall, plot_timeline
 

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from training.common.arguments import Rejected, good, number, one_of, parse, port, problem, shown
+from training.common.arguments import Rejected, good, message, nested, number, one_of, parse, port, problem, shown
 
 
 @pytest.mark.parametrize(
@@ -68,3 +68,13 @@ def test_good_arguments_pass_through() -> None:
     args = parse(_parser(), ["--steps", "4", "--budget", "0"], lambda args: [])
     assert (args.steps, args.mode, args.budget) == (4, "fast", [0])
     assert good(args.steps) and not good(None) and not good(Rejected("x", ""))
+
+
+def test_a_multi_line_error_stays_one_item_of_the_message() -> None:
+    text = "invalid configuration (p.yaml):\n  - a: bad (got 1)"
+    assert message("demo", ["--x: y", f"--config: {nested(text)}"]) == (
+        "error: invalid arguments (demo):\n"
+        "  - --x: y\n"
+        "  - --config: invalid configuration (p.yaml):\n"
+        "      - a: bad (got 1)\n"
+    )

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.unit.training.telemetry.test_goodput import kill_run, scenario_a, scenario_backpressure
 from training.telemetry.report import main
 
@@ -58,9 +60,31 @@ def test_a_silent_kill_is_named_from_the_launcher_log(tmp_path: Path) -> None:
     assert f["cause_source"] == f"launcher.log:2: {line} of binary: python"
 
 
-def test_missing_event_log_is_a_clear_message(tmp_path: Path, capsys) -> None:
-    assert main([str(tmp_path / "nope"), "--no-plots"]) == 2
-    assert "no event log" in capsys.readouterr().err
+HEAD = "error: invalid arguments (python -m training.telemetry.report):\n"
+NO_LOG = "RUN_DIR: a run directory holding events.jsonl (training writes it as it starts: did the run start?)"
+
+
+@pytest.mark.parametrize(
+    ("flags", "lines"),
+    [
+        (["nope"], [NO_LOG + ' (got "{tmp}/nope")']),
+        (["run", "--env", "staging"], ["--config / --env: invalid configuration ({repo}/project.yaml): environment "
+                                       "'staging' is not defined; allowed: default, prod"]),
+        (["run", "--plan-env", "nope"], ["--plan-env: invalid configuration ({repo}/project.yaml): environment 'nope' "
+                                         "is not defined; allowed: default, prod"]),
+        (["nope", "--config", "{tmp}/none.yaml"], [NO_LOG + ' (got "{tmp}/nope")', "--config / --env: configuration "
+                                                   "file {tmp}/none.yaml does not exist"]),
+    ],
+)  # fmt: skip
+def test_bad_inputs_end_the_command_before_it_reads_anything(flags, lines, tmp_path: Path, capsys) -> None:
+    _write(tmp_path / "run", scenario_a())
+    argv = [f.format(tmp=tmp_path) for f in flags]
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path / argv[0]), *argv[1:], "--no-plots"])
+    assert exc.value.code == 2
+    expected = HEAD + "".join("  - " + line.format(tmp=tmp_path, repo=REPO) + "\n" for line in lines)
+    assert capsys.readouterr().err == expected
+    assert not (tmp_path / "run" / "report.json").exists()
 
 
 def test_empty_event_log(tmp_path: Path, capsys) -> None:
@@ -109,10 +133,10 @@ def test_the_planner_recommends_for_the_prod_cluster(tmp_path: Path, capsys) -> 
 
 
 def test_the_planner_says_why_it_cannot_and_can_be_skipped(tmp_path: Path, capsys) -> None:
-    _write(tmp_path, scenario_a())
-    assert main([str(tmp_path), "--no-plots", "--plan-env", "nope"]) == 0
+    _write(tmp_path, [e for e in scenario_a() if e["event"] != "step"])  # no step time to plan with
+    assert main([str(tmp_path), "--no-plots"]) == 0
     w = json.loads((tmp_path / "report.json").read_text())["whatif"]
-    assert w["env"] == "nope" and "environment 'nope' is not defined" in w["reason"]
-    assert "  not computed: " in capsys.readouterr().out
-    assert main([str(tmp_path), "--no-plots", "--no-plan"]) == 0
+    assert w["env"] == "prod" and w["reason"]
+    assert f"  not computed: {w['reason']}" in capsys.readouterr().out
+    assert main([str(tmp_path), "--no-plots", "--no-plan", "--plan-env", "nope"]) == 0  # not asked: not checked
     assert "whatif" not in json.loads((tmp_path / "report.json").read_text())
