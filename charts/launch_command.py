@@ -238,12 +238,15 @@ def supervisor_script(
         "decide",
         *("--exits", files.exit_log, "--history", files.relaunch_log, "--rc", "${LAUNCHER_RC}"),
         *(["--host-moved", "${HOST_MOVED}"]),
+        *("--launch-s", "${LAUNCH_S}", "--waiting-since", "${PEER_WAIT_SINCE}"),
+        *("--join-timeout-s", _seconds(cfg.job.rendezvous.join_timeout_s)),
+        *("--deadline-s", _seconds(cfg.job.lost_peer_deadline_s)),
         *("--unrecoverable", str(cfg.ft.unrecoverable_exit_code)),
         *("--max-in-window", str(budget.max_in_window), "--window-s", _seconds(budget.window_s)),
         *("--nproc", str(topology.nproc_per_node)),
         *(["--in-job"] if MODE_LAYERS[mode].ft_launcher else []),
     ]
-    wait = _seconds(cfg.job.rendezvous.join_timeout_s)
+    deadline = int(cfg.job.lost_peer_deadline_s)
     # The worker template (job.prefork_workers): started before each launch if not running, spared by the reaping.
     template: list[str] = []
     start_template: list[str] = []
@@ -277,6 +280,7 @@ def supervisor_script(
             "# Earlier pods of this index, counted by the Job controller or ignored (a lost node, an eviction).",
             "export JOB_ATTEMPT=$(( ${JOB_INDEX_FAILURES:-0} + ${JOB_INDEX_IGNORED_FAILURES:-0} ))",
             "export POD_RELAUNCH=0",
+            "PEER_WAIT_SINCE=",
             f"rm -f {history}",
             f"mkdir -p {shlex.quote(run_dir(cfg, mode))}",
             "terminating=0",
@@ -301,13 +305,15 @@ def supervisor_script(
             f"  rm -f {marker} {exits}",
             *start_template,
             '  if [ "$RDZV_IS_HOST" = false ]; then',
-            f"    # The rendezvous host (index 0) may be starting or being replaced: wait up to {wait} s for it.",
-            "    SECONDS=0",
+            "    # The rendezvous host (index 0) may be starting or being replaced: wait for it, within the",
+            f"    # job.lost_peer_deadline_s ({deadline} s) counted from the first launch that found no peers.",
             f"    until timeout 2 bash -c {shlex.quote(f'exec 3<>/dev/tcp/{host}/{cfg.job.rendezvous_port}')}"
             " 2>/dev/null; do",
             '      if [ "$terminating" = 1 ]; then exit 143; fi',
-            f"      if [ $SECONDS -ge {int(cfg.job.rendezvous.join_timeout_s)} ]; then",
-            f'        echo "[supervisor] the rendezvous host {host} did not come back within {wait} s"',
+            '      : "${PEER_WAIT_SINCE:=$(date +%s)}"',
+            f"      if [ $(( $(date +%s) - PEER_WAIT_SINCE )) -ge {deadline} ]; then",
+            f'        echo "[supervisor] the rendezvous host {host} did not come back within job.lost_peer_deadline_s'
+            f' = {deadline} s"',
             f"        exit {cfg.ft.unrecoverable_exit_code}",
             "      fi",
             "      sleep 1 & wait $!",
@@ -322,6 +328,7 @@ def supervisor_script(
             "  export POD_LAUNCH_NS=$(date +%s%N)  # workers tell a first start of this launch from a restart",
             f"  host_ip=$(getent hosts {host} | head -n 1 | cut -d' ' -f1)",
             "  HOST_MOVED=0",
+            "  launch_started=$(date +%s)",
             f"  {shell_join(launch)} &",
             "  launcher=$!",
             '  if [ "$terminating" = 1 ]; then kill -TERM "$launcher" 2>/dev/null; fi  # the trap ran before it began',
@@ -349,6 +356,9 @@ def supervisor_script(
             "  done",
             "  launcher=",
             "  LAUNCHER_RC=$rc",
+            "  LAUNCH_S=$(( $(date +%s) - launch_started ))",
+            "  # A lost peer's wait: from the first launch whose workers never ran; over once a launch ran workers.",
+            f'  if [ -s {exits} ]; then PEER_WAIT_SINCE=; else : "${{PEER_WAIT_SINCE:=$launch_started}}"; fi',
             f'  if [ -e {marker} ]; then exit "$(cat {marker})"; fi',
             '  if [ "$terminating" = 1 ]; then echo "[supervisor] terminated: launcher exited $rc"; exit "$rc"; fi',
             f'  decision=$({shell_join(decide)}) || decision="exit $rc the supervisor\'s decision failed"',

@@ -29,6 +29,7 @@ from typing import Any
 from platform_config import ConfigError, exits_on_config_error, load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
 from training.cluster.node_faults import NODE_FAULT_KINDS, split_schedule
+from training.cluster.node_timeline import EksTimeline
 from training.common.arguments import Rejected, good, number, one_of, parse, port, problem
 from training.common.gpus import cuda_device_count
 from training.launch.prefork import LAUNCHER_MODULES, SOCKET_ENV
@@ -179,11 +180,16 @@ def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> in
     steps, nproc, faults, run_dir = _prepare(args, cfg)
     print(
         f"== local cluster: Job of mode {mode.value}, {args.nodes} pods x {nproc} workers, {steps} steps, "
-        f"faults {faults or '(none)'}, node replacement {args.node_replace_s:g} s -> {run_dir} ==",
+        f"faults {faults or '(none)'}, {node_timeline_text(args)} -> {run_dir} ==",
         flush=True,
     )
     if args.template is not None:
         print(f"== pods fork their template from the caller's at {args.template}: warm pods, not a cluster's ==")
+    try:
+        timeline = EksTimeline().with_overrides(args.timeline_set)
+    except ValueError as err:
+        print(f"== FAILED: {err} ==", file=sys.stderr, flush=True)
+        return int(ExitCode.CONFIG)
     opts = ClusterOptions(
         run_dir=run_dir,
         nodes=args.nodes,
@@ -193,7 +199,10 @@ def launch_cluster(args: argparse.Namespace, cfg: Any, mode: RecoveryMode) -> in
         faults=faults,
         node_replace_s=args.node_replace_s,
         backoff_scale=args.backoff_scale,
-        timeout_s=args.timeout_s,
+        timeout_s=args.timeout_s if args.timeout_s is not None else CLUSTER_TIMEOUT_S[args.node_timeline],
+        node_timeline=args.node_timeline,
+        spare_nodes=args.spare_nodes,
+        timeline=timeline,
         progress_every=args.progress_every,
         nvrx_version=args.nvrx_version,
         manifests=args.manifests.resolve() if args.manifests else None,
@@ -332,6 +341,16 @@ def run_local(
     )
 
 
+#: The local cluster's default Job timeout per node timeline: the eks one waits minutes for a new node.
+CLUSTER_TIMEOUT_S = {"fast": 900.0, "eks": 3600.0}
+
+
+def node_timeline_text(args: argparse.Namespace) -> str:
+    if args.node_timeline == "fast":
+        return f"node replacement {args.node_replace_s:g} s"
+    return f"EKS node timeline, {args.spare_nodes} spare node(s)"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The flags, checked whole (the fault schedule against the run they describe) before anything starts: a bad
     value ends the command with status 2 and one message naming each (:func:`problems`)."""
@@ -364,7 +383,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     seconds = number(float, at_least=0)
     cluster.add_argument("--node-replace-s", type=seconds, default=5.0, help="node loss -> replacement pod may start")
     cluster.add_argument("--backoff-scale", type=seconds, default=0.1, help="x Kubernetes' 10 s..6 min pod back-off")
-    cluster.add_argument("--timeout-s", type=number(float, above=0), default=900.0, help="fail the Job after this long")
+    cluster.add_argument(
+        "--timeout-s",
+        type=number(float, above=0),
+        default=None,
+        help="fail the Job after this long (default: 900 s, 3600 s with --node-timeline eks)",
+    )
+    cluster.add_argument(
+        "--node-timeline",
+        type=one_of(list(CLUSTER_TIMEOUT_S)),
+        default="fast",
+        help="fast: a lost node's replacement may start --node-replace-s later; eks: EKS's own timeline (NotReady, "
+        "taint eviction, PodGC, spares, new nodes, fencing; training/cluster/node_timeline.py)",
+    )
+    cluster.add_argument(
+        "--spare-nodes", type=number(int, at_least=0), default=0, help="with --node-timeline eks: idle GPU nodes"
+    )
+    cluster.add_argument(
+        "--timeline-set",
+        action="append",
+        default=[],
+        metavar="KEY=SECONDS",
+        help="with --node-timeline eks: override one duration of the timeline (e.g. provision_s=60, fence=0)",
+    )
     cluster.add_argument("--synth-only", action="store_true", help="synthesize the manifests, print where, stop")
     cluster.add_argument("--manifests", type=Path, default=None, help="run these (--synth-only's) instead")
     cluster.add_argument("--nvrx-version", default=None, help="the manifests' NVRx (default: the installed one)")

@@ -71,6 +71,10 @@ class KubernetesJobConfig(_Strict):
     #: training pod stays bound to a node that stopped answering before it is evicted (Kubernetes' default is 300 s;
     #: NCCL peers give up long before, so waiting longer only delays the replacement).
     node_failure_toleration_s: int = Field(default=60, ge=0)
+    #: How long the pods that still run wait for a lost peer's replacement (any index, the rendezvous host's
+    #: included) before the Job fails: the user's bound on a node loss, not the rendezvous join timeout, which a
+    #: wait may pass many times (docs/kubernetes.md). A loss without a spare node takes 13+ minutes on EKS.
+    lost_peer_deadline_s: float = Field(default=3600.0, gt=0)
     ttl_seconds_after_finished: int = Field(default=86400, ge=0)
     shm_size_gib: int = Field(default=64, ge=1)
 

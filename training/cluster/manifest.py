@@ -93,6 +93,54 @@ class JobManifest:
     labels: dict[str, str] = field(default_factory=dict)
     indexed: bool = True
     active_deadline_s: float | None = None
+    #: ``tolerationSeconds`` of the pod's NoExecute tolerations of the node-failure taints (``not-ready``,
+    #: ``unreachable``); absent: Kubernetes' admission default, :data:`DEFAULT_TOLERATION_S`.
+    node_failure_toleration_s: float = 300.0
+
+
+#: The taints the node lifecycle controller puts on a node that stops answering, and the DefaultTolerationSeconds
+#: admission plugin's toleration of them.
+NODE_FAILURE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+DEFAULT_TOLERATION_S = 300.0
+#: ``spec`` fields of a Job the local controller implements (``ttlSecondsAfterFinished`` only acts after the end).
+JOB_SPEC_FIELDS = frozenset(
+    {
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "backoffLimitPerIndex",
+        "completionMode",
+        "completions",
+        "maxFailedIndexes",
+        "parallelism",
+        "podFailurePolicy",
+        "podReplacementPolicy",
+        "template",
+        "ttlSecondsAfterFinished",
+    }
+)
+
+
+@dataclass(frozen=True)
+class DisruptionBudget:
+    """A ``policy/v1`` PodDisruptionBudget: ``maxUnavailable`` over the pods its selector matches."""
+
+    name: str
+    max_unavailable: int
+    match_labels: dict[str, str]
+
+    def allows(self, unavailable: int) -> bool:
+        """Whether the Eviction API admits one more eviction with ``unavailable`` matched pods already down."""
+        return unavailable + 1 <= self.max_unavailable
+
+
+def node_failure_toleration(pod: dict[str, Any]) -> float:
+    """The shortest ``tolerationSeconds`` among the pod's NoExecute tolerations of the node-failure taints."""
+    found = [
+        float(t["tolerationSeconds"])
+        for t in pod.get("tolerations") or []
+        if t.get("key") in NODE_FAILURE_TAINTS and t.get("effect") == "NoExecute" and "tolerationSeconds" in t
+    ]
+    return min(found, default=DEFAULT_TOLERATION_S)
 
 
 _QUANTITY = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti)?$")
@@ -141,6 +189,9 @@ def _rule(raw: dict[str, Any]) -> PodFailurePolicyRule:
 def parse_job(doc: dict[str, Any]) -> JobManifest:
     """A :class:`JobManifest` from a Job document; refuses what the local controller does not implement."""
     spec = doc["spec"]
+    unknown = sorted(set(spec) - JOB_SPEC_FIELDS)
+    if unknown:
+        raise ManifestError(f"Job spec.{unknown[0]}: the local Job controller does not implement it")
     indexed = spec.get("completionMode") == "Indexed"
     if not indexed and int(spec.get("completions", 1)) != 1:
         raise ManifestError("spec.completionMode: the local cluster runs Indexed Jobs, or Jobs of one completion")
@@ -179,6 +230,7 @@ def parse_job(doc: dict[str, Any]) -> JobManifest:
         labels=dict(spec["template"].get("metadata", {}).get("labels") or {}),
         indexed=indexed,
         active_deadline_s=spec.get("activeDeadlineSeconds"),
+        node_failure_toleration_s=node_failure_toleration(pod),
     )
 
 
@@ -189,12 +241,14 @@ class Manifests:
     jobs: dict[str, JobManifest]
     config_maps: dict[str, dict[str, str]]
     headless_services: set[str]
+    budgets: dict[str, DisruptionBudget] = field(default_factory=dict)
 
     @classmethod
     def load(cls, directory: Path) -> Manifests:
         jobs: dict[str, JobManifest] = {}
         config_maps: dict[str, dict[str, str]] = {}
         services: set[str] = set()
+        budgets: dict[str, DisruptionBudget] = {}
         for path in sorted(directory.glob("*.yaml")):
             for doc in yaml.load_all(path.read_text(), Loader=SAFE_LOADER):
                 if not doc:
@@ -206,4 +260,15 @@ class Manifests:
                     config_maps[name] = dict(doc.get("data") or {})
                 elif kind == "Service" and doc["spec"].get("clusterIP") == "None":
                     services.add(name)
-        return cls(jobs, config_maps, services)
+                elif kind == "PodDisruptionBudget":
+                    budgets[name] = parse_budget(doc)
+        return cls(jobs, config_maps, services, budgets)
+
+
+def parse_budget(doc: dict[str, Any]) -> DisruptionBudget:
+    """A budget with an integer ``maxUnavailable``; ``minAvailable`` or a percentage is refused."""
+    spec, name = doc["spec"], doc["metadata"]["name"]
+    raw = spec.get("maxUnavailable")
+    if not isinstance(raw, int) or "minAvailable" in spec:
+        raise ManifestError(f"PodDisruptionBudget {name}: the local cluster reads an integer maxUnavailable only")
+    return DisruptionBudget(name, raw, dict((spec.get("selector") or {}).get("matchLabels") or {}))

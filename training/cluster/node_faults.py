@@ -9,6 +9,8 @@ as soon as any rank logged a ``step`` event at or beyond STEP.
   ``DeletionByTaintManager``) and stays terminating until its node is gone: the replacement can start
   ``node_replace_s`` later (NotReady detection, taint-based eviction, the Node object's deletion and a spare or
   new node, all in one number).
+* ``node-hang``: the same on the fast timeline; on the EKS one (:mod:`training.cluster.eks_nodes`) the instance
+  stays alive and silent, so nothing deletes its Node unless it is fenced.
 * ``evict``: ``DisruptionTarget`` (reason ``EvictionByEvictionAPI``), SIGTERM to the container's PID 1, SIGKILL after
   the pod's ``terminationGracePeriodSeconds``; the node stays, so the replacement may start as soon as the pod ended
   (and its back-off elapsed). This is what a preemption or a drain that bypasses the PodDisruptionBudget does.
@@ -19,8 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-NODE_FAULT_KINDS = ("node-loss", "evict")
-_NODE_FAULT = re.compile(r"^(node-loss|evict)@(\d+):(\d+)$")
+NODE_FAULT_KINDS = ("node-loss", "node-hang", "evict")
+_NODE_FAULT = re.compile(r"^(node-loss|node-hang|evict)@(\d+):(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,9 @@ def split_schedule(spec: str, pods: int) -> tuple[list[NodeFault], str]:
             continue
         m = _NODE_FAULT.match(raw)
         if not m:
-            raise ValueError(f"bad node fault {raw!r}: expected node-loss@STEP:POD or evict@STEP:POD")
+            raise ValueError(
+                f"bad node fault {raw!r}: expected node-loss@STEP:POD, node-hang@STEP:POD or evict@STEP:POD"
+            )
         fault = NodeFault(m.group(1), int(m.group(2)), int(m.group(3)))
         if fault.pod >= pods:
             raise ValueError(f"node fault {raw!r}: pod index {fault.pod} is not below the {pods} pods of the Job")

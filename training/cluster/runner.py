@@ -29,10 +29,12 @@ from typing import Any
 from platform_config import ProjectConfig, RecoveryMode, config_from_dict
 from platform_config.loader import deep_merge
 from training.cluster.controller import BACKOFF_BASE_S, BACKOFF_MAX_S, JobController, PodRun
+from training.cluster.eks_nodes import EksNodes
 from training.cluster.image import REPO, LocalImage
 from training.cluster.manifest import JobManifest, ManifestError, Manifests
 from training.cluster.network import POD_CIDR, ClusterNetwork, DnsRecords, PodRecord
 from training.cluster.node_faults import NodeFault, split_schedule
+from training.cluster.node_timeline import EksTimeline
 from training.cluster.pods import Storage, container_env, driver_mounts, volume_mounts
 from training.cluster.sandbox import PodSandbox, PodSpec
 from training.common.files import atomic_write_json
@@ -76,6 +78,11 @@ class ClusterOptions:
     #: the pod (:mod:`training.launch.prefork`'s warm pods) instead of importing the training code. For the test
     #: suite: a replacement pod is then ready seconds sooner than a real one, so recovery times are not the cluster's.
     template: str | None = None
+    #: ``fast``: a lost node's replacement may start ``node_replace_s`` later; ``eks``: the EKS timeline
+    #: (:mod:`training.cluster.node_timeline`) with ``timeline``'s durations and ``spare_nodes`` spare GPU nodes.
+    node_timeline: str = "fast"
+    spare_nodes: int = 0
+    timeline: EksTimeline = field(default_factory=EksTimeline)
     #: Progress lines count seconds from here (the dataset Job and the training Job on one clock).
     t0: float = field(default_factory=time.monotonic)
 
@@ -191,10 +198,26 @@ class LocalCluster:
         self.host_gpus = cuda_device_count()
         self.driver_dir = driver_library_dir() if self.host_gpus else None
         self.zygote_env = {ZYGOTE_ENV: ZYGOTE_IN_POD} if opts.template is not None else {}
+        self.eks: EksNodes | None = None
+        if opts.node_timeline == "eks" and job.indexed:
+            budgets = [b for b in manifests.budgets.values() if b.match_labels.items() <= job.labels.items()]
+            self.eks = EksNodes(
+                opts.timeline,
+                job,
+                budgets[0] if budgets else None,
+                spares=opts.spare_nodes,
+                start=time.time(),
+                say=self._say,
+            )
 
     # -- pods ---------------------------------------------------------------------------------------------------
     def _start_pod(self, index: int, now: float) -> None:
-        pod = self.controller.create(index, now, node=f"local-node-{next(self.nodes)}")
+        node = self.eks.place(index, now) if self.eks is not None else f"local-node-{next(self.nodes)}"
+        if node is None:
+            return  # Pending: no free node
+        pod = self.controller.create(index, now, node=node)
+        if self.eks is not None:
+            self.eks.bind(pod, node)
         ip = self.network.allocate()
         # An Indexed Job's pod is named <job>-<index> as a host (its DNS label under the subdomain); others: the pod.
         hostname = f"{self.job.name}-{index}" if self.job.indexed else pod.name
@@ -225,7 +248,7 @@ class LocalCluster:
 
     def _reap(self, now: float) -> None:
         for pod in list(self.controller.active()):
-            if pod.finished_at is not None:
+            if pod.finished_at is not None or (self.eks is not None and pod.name in self.eks.lost_pods):
                 continue
             sandbox = self.sandboxes[pod.name]
             rc = sandbox.poll()
@@ -236,6 +259,8 @@ class LocalCluster:
                 continue
             action = self.controller.terminated(pod, rc, now)
             self.dns.withdraw(pod.name)
+            if self.eks is not None:
+                self.eks.ended(pod, now)
             self._say(f"JOB   pod {pod.name} exited {rc}: podFailurePolicy action {action}")
             self._write_status()
 
@@ -258,7 +283,9 @@ class LocalCluster:
             scheduled=str(fault),
             emit_layer="job",
         )
-        if fault.kind == "node-loss":
+        if self.eks is not None:
+            self._fire_eks(fault, pod, now)
+        elif fault.kind in ("node-loss", "node-hang"):
             sandbox.cut_network()
             sandbox.kill()
             self.controller.disrupted(pod, "DeletionByTaintManager")
@@ -269,12 +296,54 @@ class LocalCluster:
                 f"{self.opts.node_replace_s:g} s"
             )
         else:
-            self.controller.disrupted(pod, "EvictionByEvictionAPI")
-            sandbox.signal(signal.SIGTERM)
-            self.evict_deadline[pod.name] = now + self.job.termination_grace_s
-            self._say(f"JOB   pod {pod.name} evicted: SIGTERM, {self.job.termination_grace_s} s grace")
+            self._evict(pod, now)
         self._write_status()
         return True
+
+    def _evict(self, pod: PodRun, now: float) -> None:
+        """An eviction the API admitted: ``DisruptionTarget``, SIGTERM, SIGKILL after the grace period."""
+        self.controller.disrupted(pod, "EvictionByEvictionAPI")
+        self.sandboxes[pod.name].signal(signal.SIGTERM)
+        self.evict_deadline[pod.name] = now + self.job.termination_grace_s
+        self._say(f"JOB   pod {pod.name} evicted: SIGTERM, {self.job.termination_grace_s} s grace")
+
+    def _fire_eks(self, fault: NodeFault, pod: PodRun, now: float) -> None:
+        assert self.eks is not None
+        if fault.kind == "evict":  # a drain by the termination handler, through the Eviction API
+            if self.eks.drain(str(fault), pod, now, self._unavailable()):
+                self._evict(pod, now)
+            return
+        self._node_gone(str(fault), pod, now, instance="hung" if fault.kind == "node-hang" else "terminated")
+
+    def _node_gone(self, fault: str, pod: PodRun, now: float, *, instance: str) -> None:
+        """The pod's node stops answering: its link goes down, its processes die, the EKS timeline takes over."""
+        assert self.eks is not None
+        sandbox = self.sandboxes[pod.name]
+        sandbox.cut_network()
+        sandbox.kill()
+        self.dns.withdraw(pod.name)
+        self.eks.lose(fault, pod, now, instance=instance)
+
+    def _unavailable(self) -> int:
+        """Pods of the Job the disruption budget counts as unavailable: indexes without a running, answering pod."""
+        lost = self.eks.lost_pods if self.eks is not None else set()
+        running = [p for p in self.controller.active() if p.finished_at is None and p.name not in lost]
+        return sum(1 for s in self.controller.indexes if not s.succeeded) - len(running)
+
+    def _tick_eks(self, now: float) -> None:
+        assert self.eks is not None
+        changed = self.eks.tick(now, self.controller)
+        admitted, timed_out = self.eks.retry_drains(now, self._unavailable())
+        for name in admitted:
+            pod = next(p for p in self.controller.pods if p.name == name)
+            self.eks.drain(pod.node, pod, now, self._unavailable())
+            self._evict(pod, now)
+        for name in timed_out:
+            pod = next(p for p in self.controller.pods if p.name == name)
+            self._say(f"JOB   drain of {pod.node} timed out: the instance is terminated with {name} running")
+            self._node_gone(f"drain timeout of {pod.node}", pod, now, instance="terminated")
+        if changed or admitted or timed_out:
+            self._write_status()
 
     # -- loop ---------------------------------------------------------------------------------------------------
     def run(self, node_faults: list[NodeFault]) -> dict[str, Any]:
@@ -287,6 +356,8 @@ class LocalCluster:
                 for index in self.controller.due(now):
                     self._start_pod(index, now)
                 for e in self.tail.poll():
+                    if self.eks is not None:
+                        self.eks.event(e, self.opts.nproc)
                     line = describe(e, self.opts.progress_every, self.opts.steps)
                     if line is not None:
                         self._say(line)
@@ -294,6 +365,8 @@ class LocalCluster:
                     if self._fire(fault, now):
                         pending.remove(fault)
                 self._reap(now)
+                if self.eks is not None:
+                    self._tick_eks(now)
                 if now > deadline:
                     self.controller.fail(now, "DeadlineExceeded", f"Job was active longer than {limit:g} s")
                 time.sleep(0.1)
@@ -320,7 +393,10 @@ class LocalCluster:
                 self.controller.terminated(pod, self.sandboxes[pod.name].poll(), time.time())
 
     def _write_status(self) -> None:
-        atomic_write_json(self.opts.run_dir / self.status_file, self.controller.status())
+        status = self.controller.status()
+        if self.eks is not None:
+            status["nodeLosses"] = self.eks.report()
+        atomic_write_json(self.opts.run_dir / self.status_file, status)
 
     def _say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)

@@ -13,7 +13,12 @@ when the launcher exits, the loop runs ``python -m training.resilience.superviso
    launcher: a fault code 10-13 or 21, SIGKILL by the OOM killer or a hang detector, a crash) -> with ft_launcher,
    whose own restarts are then used up, ``relaunch`` a fresh launcher if the budget still holds this launch's
    failures; otherwise ``exit`` that code, and Kubernetes replaces the pod (counted);
-5. anything else - every worker reported a lost peer or was stopped by its launcher, or the launcher failed before
+5. no worker ran in this launch and the launcher gave up after its rendezvous join timeout: a lost peer's
+   replacement has not joined yet (a new node takes minutes) -> ``relaunch`` without charging the budget, until the
+   wait, counted from the first launch that found no peers, passes ``job.lost_peer_deadline_s`` (the user's bound
+   on a node loss) -> ``exit`` with the unrecoverable code. A lost node, the rendezvous host's included, thus never
+   fails the Job before that deadline, however many join timeouts the wait takes;
+6. anything else - every worker reported a lost peer or was stopped by its launcher, or the launcher failed before
    or between worker generations - is another pod's failure: ``relaunch`` to rejoin the rendezvous while the budget
    lasts, else ``exit`` with the unrecoverable code (the Job fails, saying why).
 
@@ -94,6 +99,10 @@ def decide(
     window_s: float,
     nproc: int = 1,
     host_moved: bool = False,
+    launch_s: float = 0.0,
+    join_timeout_s: float = float("inf"),
+    waiting_since: float | None = None,
+    deadline_s: float = float("inf"),
 ) -> Decision:
     """The supervisor's rules (module docstring) as a pure function."""
     last = max((e.restart for e in exits), default=None)
@@ -125,6 +134,20 @@ def decide(
                 "relaunch", 0, f"{what} after the launcher's restarts were used up; {spent}", (*failures, now)
             )
         return Decision("exit", first.code, f"{what}, too often for a relaunch ({spent}): Kubernetes replaces this pod")
+    if not exits and not host_moved and launcher_rc != 0 and launch_s >= join_timeout_s:
+        waited = now - (now if waiting_since is None else waiting_since)
+        if waited < deadline_s:
+            return Decision(
+                "relaunch",
+                0,
+                f"no peer joined within the {join_timeout_s:g} s join timeout; waiting for a lost peer's replacement "
+                f"for {waited:.0f} s of job.lost_peer_deadline_s = {deadline_s:g} (not charged)",
+            )
+        return Decision(
+            "exit",
+            unrecoverable,
+            f"a lost peer's replacement did not join within job.lost_peer_deadline_s = {deadline_s:g} s",
+        )
     if len(recent) < max_in_window:
         return Decision("relaunch", 0, f"{why}; {spent}", (now,))
     return Decision("exit", unrecoverable, f"{why}, too often: {spent}")
@@ -149,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="1: the supervisor stopped the launcher because the rendezvous host was replaced",
     )
+    d.add_argument("--launch-s", type=float, default=0.0, help="how long the launcher ran")
+    d.add_argument("--join-timeout-s", type=float, default=float("inf"), help="the rendezvous join timeout")
+    d.add_argument(
+        "--waiting-since", default="", help="unix time of the first launch that found no peers ('' = this one)"
+    )
+    d.add_argument("--deadline-s", type=float, default=float("inf"), help="job.lost_peer_deadline_s")
     args = p.parse_args(argv)
     now = time.time()
     history = read_history(args.history)
@@ -163,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         window_s=args.window_s,
         nproc=args.nproc,
         host_moved=bool(args.host_moved),
+        launch_s=args.launch_s,
+        join_timeout_s=args.join_timeout_s,
+        waiting_since=float(args.waiting_since) if args.waiting_since else None,
+        deadline_s=args.deadline_s,
     )
     if decision.charge:
         args.history.write_text(" ".join(f"{t:.3f}" for t in [*history, *decision.charge]) + "\n")

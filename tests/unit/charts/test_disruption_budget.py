@@ -1,4 +1,4 @@
-"""The training Job's PodDisruptionBudget: no voluntary eviction of a running training pod."""
+"""The training Job's PodDisruptionBudget: one voluntary eviction at a time (a drain of one node)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from platform_config import RecoveryMode
 from tests.unit.charts.conftest import bare_chart, synth_job
 
 
-def test_the_budget_covers_exactly_the_jobs_pods_and_allows_no_eviction(cfg):
+def test_the_budget_covers_exactly_the_jobs_pods_and_admits_one_eviction_at_a_time(cfg):
     mode = RecoveryMode.INPROCESS_FT
     chart = bare_chart()
     TrainingDisruptionBudget(chart, "b", cfg, mode)
     (pdb,) = chart.to_json()
     assert (pdb["apiVersion"], pdb["kind"]) == ("policy/v1", "PodDisruptionBudget")
     assert pdb["metadata"]["name"] == job_name(cfg, mode)
-    assert pdb["spec"]["maxUnavailable"] == 0
+    assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     pod_labels = synth_job(cfg, mode)["spec"]["template"]["metadata"]["labels"]
     assert pdb["spec"]["selector"]["matchLabels"] == pod_labels

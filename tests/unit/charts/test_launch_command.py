@@ -290,3 +290,20 @@ def test_warm_workers_are_a_switch_of_the_pod_command(cfg):
     assert "prefork" not in off
     assert 'python -m training.train "$@"' in lc.worker_script(off_cfg)
     assert "\n  ft_launcher --nnodes " in off
+
+
+def test_a_pod_waits_for_a_lost_rendezvous_host_until_the_lost_peer_deadline_not_the_join_timeout(tmp_path):
+    """Index 1 waits for index 0's replacement; the bound is ``job.lost_peer_deadline_s`` (2 s here), whatever the
+    rendezvous join timeout (600 s): then exit 42 naming the deadline. The host name does not resolve here."""
+    cfg = make_cfg(
+        storage={"mount_path": str(tmp_path / "fsx")},
+        job={"prefork_workers": False, "lost_peer_deadline_s": 2, "rendezvous": {"join_timeout_s": 600}},
+    )
+    files = lc.NodeFiles(*(str(tmp_path / name) for name in ("unrecoverable", "exits", "relaunches", "prefork.sock")))
+    script = lc.supervisor_script(cfg, RecoveryMode.K8S_ONLY, Topology.from_config(cfg), files=files)
+    env = {**os.environ, "JOB_COMPLETION_INDEX": "1"}
+    t0 = time.monotonic()
+    out = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert out.returncode == 42, out.stdout + out.stderr
+    assert "did not come back within job.lost_peer_deadline_s = 2 s" in out.stdout
+    assert 1 <= time.monotonic() - t0 < 15  # whole seconds of `date +%s`

@@ -14,7 +14,7 @@ import yaml
 from platform_config import ConfigError
 from tests.helpers.training_runs import REPO_ROOT
 from tests.helpers.training_runs import test_env as child_env
-from training.local import parse_args
+from training.local import CLUSTER_TIMEOUT_S, parse_args
 
 #: The run the table's flags are checked against (the schema's defaults, spelled out: project.yaml may change).
 CONFIG = {"local": {"steps": 160, "nproc": 2, "faults": "exception@40:1"}, "train": {"eval_interval": 50}}
@@ -132,3 +132,13 @@ def test_an_unknown_fault_kind_exits_2_at_once_without_starting_a_launcher(confi
         "  - --faults 'bogus@x': step must be a whole number >= 0 (got \"x\")\n"
     )
     assert proc.stdout == "" and not (tmp_path / "R").exists()
+
+
+def test_the_eks_node_timeline_flags_and_their_defaults(tmp_path):
+    args = parse_args(
+        ["--run-dir", str(tmp_path / "r"), "--nodes", "2", "--node-timeline", "eks", "--spare-nodes", "1"]
+    )
+    assert (args.node_timeline, args.spare_nodes, args.timeline_set, args.timeout_s) == ("eks", 1, [], None)
+    assert CLUSTER_TIMEOUT_S == {"fast": 900.0, "eks": 3600.0}  # the Job's limit when --timeout-s is not given
+    args = parse_args(["--run-dir", str(tmp_path / "r"), "--nodes", "2", "--timeline-set", "provision_s=60"])
+    assert (args.node_timeline, args.spare_nodes, args.timeline_set) == ("fast", 0, ["provision_s=60"])

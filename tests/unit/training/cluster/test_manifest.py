@@ -11,7 +11,7 @@ from charts.main import build_app
 from charts.names import config_map_name, job_name, service_name
 from platform_config import RecoveryMode
 from tests.unit.charts.conftest import make_cfg
-from training.cluster.manifest import ManifestError, Manifests, parse_job, quantity_bytes
+from training.cluster.manifest import ManifestError, Manifests, parse_budget, parse_job, quantity_bytes
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,11 @@ def test_the_charts_job_is_read_field_by_field(synthesized):
     assert (prep.indexed, prep.completions, prep.backoff_limit, prep.active_deadline_s) == (False, 1, 2, 7200)
     assert prep.container.argv[:3] == ["python", "-m", "training.data.prepare"]
     assert prep.container.gpus == 0
+    assert job.node_failure_toleration_s == cfg.job.node_failure_toleration_s == 60  # the chart's tolerations
+    assert prep.node_failure_toleration_s == 300  # none in its spec: Kubernetes' DefaultTolerationSeconds
+    budget = m.budgets[job_name(cfg, mode)]
+    assert (budget.max_unavailable, budget.match_labels.items() <= job.labels.items()) == (1, True)
+    assert (budget.allows(0), budget.allows(1)) == (True, False)
 
 
 @pytest.mark.parametrize(
@@ -64,6 +69,10 @@ def test_the_charts_job_is_read_field_by_field(synthesized):
             lambda d: d["spec"]["template"]["spec"]["volumes"].append({"name": "h", "hostPath": {"path": "/"}}),
             "only configMap, persistentVolumeClaim and emptyDir",
         ),
+        (
+            lambda d: d["spec"].__setitem__("successPolicy", {"rules": [{"succeededCount": 1}]}),
+            "Job spec.successPolicy: the local Job controller does not implement it",
+        ),
     ],
 )
 def test_what_the_local_cluster_cannot_honour_is_refused(synthesized, change, message):
@@ -78,6 +87,13 @@ def test_what_the_local_cluster_cannot_honour_is_refused(synthesized, change, me
 @pytest.mark.parametrize(("q", "n"), [("64Gi", 64 << 30), ("512Mi", 512 << 20), ("7", 7), ("1Ki", 1024)])
 def test_quantities(q, n):
     assert quantity_bytes(q) == n
+
+
+def test_a_budget_other_than_an_integer_max_unavailable_is_refused():
+    doc = {"metadata": {"name": "b"}, "spec": {"minAvailable": 1}}
+    with pytest.raises(ManifestError, match="PodDisruptionBudget b: the local cluster reads an integer maxUnavailable"):
+        parse_budget(doc)
+    assert parse_budget({"metadata": {"name": "b"}, "spec": {"maxUnavailable": 2}}).max_unavailable == 2
 
 
 def test_decimal_quantities_are_refused():

@@ -148,3 +148,44 @@ def test_cli_prints_the_decision_and_records_a_relaunch(tmp_path):
     assert len(history.read_text().split()) == 1
     second = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60)
     assert second.stdout.startswith("exit 42 a peer was lost (launcher exit 1), too often")
+
+
+def _wait(rc, exits, *, launch_s, waiting_since, history=(), host_moved=False):
+    """A launch on the rendezvous path with a 120 s join timeout and a 900 s lost-peer deadline (NOW = 10,000)."""
+    return decide(
+        rc,
+        [WorkerExit(*e) for e in exits],
+        list(history),
+        NOW,
+        unrecoverable=42,
+        restarts_in_job=True,
+        max_in_window=3,
+        window_s=600.0,
+        nproc=2,
+        host_moved=host_moved,
+        launch_s=launch_s,
+        join_timeout_s=120.0,
+        waiting_since=waiting_since,
+        deadline_s=900.0,
+    )
+
+
+def test_a_launch_that_timed_out_waiting_for_peers_relaunches_uncharged_until_the_deadline():
+    full = [NOW - 60.0, NOW - 50.0, NOW - 40.0]  # the windowed budget is spent: rule 6 would exit 42
+    first = _wait(1, [], launch_s=121, waiting_since=None, history=full)
+    assert (first.action, first.charge) == ("relaunch", ())
+    assert "waiting for a lost peer's replacement for 0 s of job.lost_peer_deadline_s = 900" in first.reason
+    later = _wait(1, [], launch_s=125, waiting_since=NOW - 899.0, history=full)
+    assert (later.action, later.charge) == ("relaunch", ())
+    over = _wait(1, [], launch_s=121, waiting_since=NOW - 900.0)
+    assert (over.action, over.code) == ("exit", 42)
+    assert over.reason == "a lost peer's replacement did not join within job.lost_peer_deadline_s = 900 s"
+
+
+def test_only_a_launch_that_waited_out_its_join_timeout_is_a_wait_for_peers():
+    crashed = _wait(1, [], launch_s=3, waiting_since=NOW - 10.0)  # a launcher that failed at once: rule 6, charged
+    assert (crashed.action, crashed.charge) == ("relaunch", (NOW,))
+    ran = _wait(1, [(NOW - 5, 0, 0, 14), (NOW - 5, 0, 1, 14)], launch_s=300, waiting_since=None)  # workers ran
+    assert (ran.action, ran.charge) == ("relaunch", (NOW,))
+    moved = _wait(1, [], launch_s=300, waiting_since=NOW - 10.0, host_moved=True)  # rule 3, charged
+    assert (moved.action, moved.charge) == ("relaunch", (NOW,))
