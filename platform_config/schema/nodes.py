@@ -36,6 +36,9 @@ class CapacityConfig(_Strict):
     #: Minutes before ``end`` at which the group scales to 0 (EC2 reclaims the instances 30 minutes before the
     #: end; the extra time lets the node termination handler drain pods and training checkpoint).
     scale_in_minutes_before_end: int = Field(default=60, ge=CAPACITY_BLOCK_RECLAIM_MINUTES + 1)
+    #: Instances the reservation holds (the ODCR's instance count, the Capacity Block's size): the GPU group's
+    #: ``node_count + spare_nodes`` must fit in it, or a spare (or a training node) would never launch.
+    reserved_instances: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _reservation(self) -> CapacityConfig:
@@ -44,6 +47,8 @@ class CapacityConfig(_Strict):
             raise ValueError(f"capacity type {self.type.value!r} needs reservation_id like 'cr-0123456789abcdef0'")
         if not needs and self.reservation_id:
             raise ValueError("reservation_id is only allowed with capacity-reservation or capacity-block")
+        if not needs and self.reserved_instances is not None:
+            raise ValueError("reserved_instances is only allowed with capacity-reservation or capacity-block")
         block = self.type is CapacityType.CAPACITY_BLOCK
         if block and (self.start is None or self.end is None):
             raise ValueError(
@@ -122,6 +127,12 @@ class GpuNodesConfig(_Strict):
             raise ValueError(
                 "need min_nodes <= node_count <= node_count + spare_nodes <= max_nodes, got "
                 f"{self.min_nodes} <= {self.node_count} <= {self.group_size} <= {self.max_nodes}"
+            )
+        reserved = self.capacity.reserved_instances
+        if reserved is not None and self.group_size > reserved:
+            raise ValueError(
+                f"node_count + spare_nodes = {self.node_count} + {self.spare_nodes} = {self.group_size} exceeds "
+                f"capacity.reserved_instances = {reserved}: the reservation cannot hold every training node and spare"
             )
         if self.capacity.type is CapacityType.CAPACITY_BLOCK and self.min_nodes != 0:
             raise ValueError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from platform_config import MODE_LAYERS, ConfigError, ProjectConfig, RecoveryMode, config_from_dict
+from platform_config import MODE_LAYERS, ConfigError, ProjectConfig, RecoveryMode, config_from_dict, load_config
 from platform_config.versions import DEFAULT_ADDON_VERSIONS, MANAGED_ADDONS, SUPPORTED_KUBERNETES_MINORS
 
 
@@ -266,3 +266,21 @@ def test_local_cuda_timeouts_scale_the_checkpoint_group_s_gloo_deadline_too() ->
     assert (ip.soft_timeout_s, ip.hard_timeout_s, ip.gloo_timeout_s) == (10.0, 20.0, 7.5)
     assert ip.gloo_timeout_s < ip.hard_timeout_s  # NVRx cannot abort gloo: its deadline stays below the hard timeout
     assert local.timeouts(cuda=False)[0].gloo_timeout_s == 3.0
+
+
+def test_the_training_nodes_and_spares_must_fit_in_the_reservation():
+    block = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0", "start": "2027-01-04T11:30:00Z"}
+    block |= {"end": "2027-01-18T11:30:00Z", "reserved_instances": 9}
+    nodes = {"node_count": 8, "spare_nodes": 1, "max_nodes": 9, "capacity": block}
+    assert config_from_dict({"gpu_nodes": nodes}).gpu_nodes.group_size == 9
+    with pytest.raises(
+        ConfigError, match=r"node_count \+ spare_nodes = 8 \+ 2 = 10 exceeds capacity.reserved_instances = 9"
+    ):
+        config_from_dict({"gpu_nodes": {**nodes, "spare_nodes": 2, "max_nodes": 10}})
+    with pytest.raises(ConfigError, match="reserved_instances is only allowed with capacity-reservation or capacity"):
+        config_from_dict({"gpu_nodes": {"capacity": {"reserved_instances": 2}}})
+
+
+def test_prod_keeps_a_hot_spare_within_its_capacity_block():
+    prod = load_config(None, "prod").gpu_nodes
+    assert (prod.node_count, prod.spare_nodes, prod.capacity.reserved_instances) == (8, 1, 9)

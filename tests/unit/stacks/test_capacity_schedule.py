@@ -73,15 +73,15 @@ def test_prod_template_schedules_both_actions(prod_env: Synthesized) -> None:
             "AutoScalingGroupName": group,
             "StartTime": "2027-01-04T11:30:00Z",
             "MinSize": 0,
-            "DesiredCapacity": 8,
-            "MaxSize": 8,
+            "DesiredCapacity": 9,  # 8 training nodes and the hot spare
+            "MaxSize": 9,
         },
         {
             "AutoScalingGroupName": group,
             "StartTime": "2027-01-18T10:30:00Z",
             "MinSize": 0,
             "DesiredCapacity": 0,
-            "MaxSize": 8,
+            "MaxSize": 9,
         },
     ]
     # more than 30 minutes before the block's end, when EC2 starts reclaiming the instances
