@@ -35,7 +35,7 @@ def test_the_first_nvrx_interruption_and_the_last_derived_timeouts(tmp_path: Pat
 
 
 def test_the_interruption_as_nvrx_070_writes_it(tmp_path: Path) -> None:
-    """NVRx 0.7.0's wording (a line of the launcher log of a 2 x H200 run, session 7, docs/gpu-smoke/session7)."""
+    """NVRx 0.7.0's wording (a line of the launcher log of a 2 x H200 run, 2026-11-30)."""
     (tmp_path / "launcher.log").write_text(
         "2026-11-30 23:55:22,307 [WARNING] [vm] [workload:1(1) infra:?(?)] wrap.py:598 [2026-11-30 23:55:22.307424] "
         "rank=1 term_ex: RankShouldRestart('Interruption.EXCEPTION affecting ranks {0}')\n"

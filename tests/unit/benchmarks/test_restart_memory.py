@@ -1,5 +1,6 @@
-"""The restart-memory benchmark's reading of a run, on the event logs of two recorded GPU runs (2 x H200, session 7:
-docs/gpu-smoke/session7/call7.tgz before the fix of the writer's CUDA IPC leak, call10.tgz after it)."""
+"""The restart-memory benchmark's reading of a run, on the event logs of two recorded GPU runs (2 x H200, recorded in
+commit 1024144, 2026-12-01: tests/golden/gpu/restart-memory-leaking.tgz before the fix of the writer's CUDA IPC leak,
+restart-memory-fixed.tgz after it)."""
 
 from __future__ import annotations
 
@@ -14,26 +15,26 @@ from benchmarks.restart_memory import overrides, restarts
 from platform_config import config_from_dict
 from platform_config.loader import DEFAULT_CONFIG_PATH, deep_merge
 
-SESSION7 = Path(__file__).resolve().parents[3] / "docs" / "gpu-smoke" / "session7"
+RECORDED = Path(__file__).resolve().parents[3] / "tests" / "golden" / "gpu"
 
 
 def _recorded(name: str) -> list[dict]:
-    with tarfile.open(SESSION7 / f"{name}.tgz") as archive:
+    with tarfile.open(RECORDED / f"restart-memory-{name}.tgz") as archive:
         member = archive.extractfile("tmp/leak/events.jsonl")
         assert member is not None
         return [json.loads(line) for line in member.read().decode().splitlines() if line.strip()]
 
 
 def test_the_recorded_leak_grows_by_a_shard_per_restart_and_the_fixed_run_does_not() -> None:
-    before = restarts(_recorded("call7"))
+    before = restarts(_recorded("leaking"))
     assert [r["allocated_mib"] for r in before] == [0.0, 5640.4, 11218.6, 16794.1, 16794.1, 22371.5, 22371.5]
     assert [r["tier"] for r in before] == ["none", "memory", "memory", None, "memory", None, "memory"]
-    after = restarts(_recorded("call10"))
+    after = restarts(_recorded("fixed"))
     assert [r["allocated_mib"] for r in after] == [0.0, 64.0, 64.0, 64.0]
     assert [r["reserved_mib"] for r in after] == [0.0, 23200.0, 25424.0, 27648.0]
     assert [(r["model_s"], r["meta"]) for r in after][:2] == [(9.8746, False), (9.2644, False)]
     assert [r["restore_s"] for r in after] == [0.0063, 1.6606, 1.5229, 2.7637]
-    assert restarts(_recorded("call10"), rank=1)[1]["allocated_mib"] == 64.0  # rank 1's own start events
+    assert restarts(_recorded("fixed"), rank=1)[1]["allocated_mib"] == 64.0  # rank 1's own start events
 
 
 @pytest.mark.parametrize("size", ["tiny", "1b"])

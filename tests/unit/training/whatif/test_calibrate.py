@@ -49,8 +49,8 @@ def test_round_trip_through_the_report_of_a_simulated_run(tmp_path: Path) -> Non
 
 
 def test_a_real_gpu_smoke_report() -> None:
-    """docs/gpu-smoke/run2-smoke3.report.json (2 x H200): values computed by hand from the file."""
-    cal = calibrate(load_report(REPO / "docs/gpu-smoke/run2-smoke3.report.json"), Scenario())
+    """tests/golden/gpu/smoke-2xh200.report.json (2 x H200): values computed by hand from the file."""
+    cal = calibrate(load_report(REPO / "tests/golden/gpu/smoke-2xh200.report.json"), Scenario())
     ov = cal.overrides
     assert ov["step_s"] == 0.0266 and ov["interval"] == 25 and ov["stall_s"] == 4.1991
     assert ov["write_s"] == 0.0  # that old report's write_s p50 (3.28 s) is below its stall p50 (4.20 s)
@@ -66,7 +66,7 @@ def test_a_real_gpu_smoke_report() -> None:
 
 
 def test_apply_keeps_the_fault_rate_unless_asked(tmp_path: Path) -> None:
-    cal = calibrate(load_report(REPO / "docs/gpu-smoke/run2-smoke3.report.json"), Scenario())
+    cal = calibrate(load_report(REPO / "tests/golden/gpu/smoke-2xh200.report.json"), Scenario())
     sc = cal.apply(Scenario(nodes=64)).validate()
     assert sc.node_mtbf_hours is None and [c.name for c in sc.fault_classes] == ["exception", "hang", "node_loss"]
     with_faults = cal.apply(Scenario(nodes=64), faults=True, report_nodes=2).validate()

@@ -56,7 +56,7 @@ def test_config_env_report_and_scenario_file_in_order(tmp_path: Path) -> None:
     scenario.write_text("interval: 40\nstall_s: 2.0\n")
     out = tmp_path / "w.json"
     args = ["--config", str(REPO / "project.yaml"), "--env", "prod", "--from-report",
-            str(REPO / "docs/gpu-smoke/run2-smoke3.report.json"), "--scenario", str(scenario), "--steps", "300",
+            str(REPO / "tests/golden/gpu/smoke-2xh200.report.json"), "--scenario", str(scenario), "--steps", "300",
             "--json", str(out), "--no-plot", "--sweep-points", "0", "--no-modes", "--trials", "3"]  # fmt: skip
     assert main(args) == 0
     inputs = json.loads(out.read_text())["inputs"]
