@@ -131,6 +131,27 @@ def step_throughput(run_dir: Path, warmup: int) -> float | None:
     return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
 
 
+def worker_count(nproc: int | None) -> int:
+    """What :func:`workers` will choose, without importing torch (for a command line's checks)."""
+    from training.common.gpus import cuda_device_count
+
+    return nproc or cuda_device_count() or 2
+
+
+def schedule_lines(flag: str, spec: str, steps: Any, nproc: Any) -> list[str]:
+    """The entries of the fault schedule ``spec`` (named ``flag`` in the message) that are malformed or would never
+    fire in a run of ``steps`` steps on ``nproc`` workers (None: :func:`worker_count`'s); none while ``--steps`` or
+    ``--nproc`` is refused itself."""
+    from training.common.arguments import Rejected
+    from training.resilience.faults import RunShape, schedule_problems
+
+    if isinstance(steps, Rejected) or isinstance(nproc, Rejected):
+        return []
+    world = worker_count(nproc)
+    where = f" (--nproc {world})" if nproc else f" (GPUs if CUDA, else 2: {world})"
+    return [f"{flag} {line}" for line in schedule_problems(spec, RunShape(steps, world, world=where))]
+
+
 def workers(nproc: int | None) -> tuple[int, str]:
     """(worker count, a description of the devices): one worker per GPU with CUDA, else 2 CPU workers."""
     import torch

@@ -18,7 +18,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import fmt, report, run_local, workers
+from benchmarks.common import fmt, report, run_local, schedule_lines, workers
+from training.common.arguments import listed, number, parse, port
+
+#: The fault of every faulted run, on the last rank.
+HANG = "hang@30"
 
 #: NVRx 0.4.1 writes ``Interruption.SOFT_TIMEOUT on ranks={0, 1}``,
 #: 0.7.0 ``Interruption.EXCEPTION affecting ranks {0}``.
@@ -69,19 +73,19 @@ def one(out: Path, world: int, steps: int, faults: str, rep: int, port: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--world-sizes", default="1,2")
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--port", type=int, default=29800)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.hang", description=__doc__.split("\n\n")[0])
+    p.add_argument("--world-sizes", type=listed(number(int, at_least=1)), default="1,2")
+    p.add_argument("--repeats", type=number(int, at_least=1), default=1)
+    p.add_argument("--steps", type=number(int, at_least=1), default=60)
+    p.add_argument("--port", type=port, default=29800)
     p.add_argument("--out", type=Path, default=Path("runs/bench-hang"))
-    args = p.parse_args(argv)
+    args = parse(p, argv, lambda a: schedule_lines("--steps:", HANG, a.steps, 1))
 
     rows = []
-    for world in (int(w) for w in args.world_sizes.split(",")):
+    for world in args.world_sizes:
         _, device = workers(world)
         for rep in range(args.repeats):
-            rows.append(one(args.out, world, args.steps, f"hang@30:{world - 1}", rep, args.port))
+            rows.append(one(args.out, world, args.steps, f"{HANG}:{world - 1}", rep, args.port))
         rows.append(one(args.out, world, args.steps, "", 0, args.port))
     print(f"\nHang detection, {device.split(' ', 1)[1]}, {args.steps} steps, mode inprocess-ft\n")
     cols = ("world size", "fault", "exit", "layer", "detection s", "recovery s", "restarts", "step soft / hard s")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import fmt, report, run_local
+from training.common.arguments import good, listed, number, one_of, parse, problem
 
 MODES = "inprocess-ft,inprocess,ft-launcher,sync-ckpt,async-ckpt,k8s-only"
 
@@ -49,18 +50,29 @@ def _row(mode: str, index: int, run_dir: Path, rc: int, reference: str | None) -
     return row
 
 
+def problems(args: argparse.Namespace) -> list[str]:
+    """A node lost after the run's last step, or a pod index outside the Job."""
+    lines = []
+    if good(args.at) and good(args.steps) and args.at > args.steps:
+        lines.append(problem("--at", f"at most --steps {args.steps}: a step of the run", args.at))
+    if good(args.indexes) and good(args.nodes) and max(args.indexes) >= args.nodes:
+        lines.append(problem("--indexes", f"pod indexes below --nodes {args.nodes}", ",".join(map(str, args.indexes))))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--modes", default=MODES)
-    p.add_argument("--nodes", type=int, default=2)
-    p.add_argument("--nproc", type=int, default=1, help="workers per pod")
-    p.add_argument("--steps", type=int, default=80)
-    p.add_argument("--at", type=int, default=40, help="the step at which the node is lost")
-    p.add_argument("--indexes", default=None, help="pod indexes to lose, comma-separated (default: every index)")
-    p.add_argument("--node-replace-s", type=float, default=5.0)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.node_loss", description=__doc__.split("\n\n")[0])
+    p.add_argument("--modes", type=listed(one_of(MODES.split(","))), default=MODES)
+    p.add_argument("--nodes", type=number(int, at_least=1), default=2)
+    p.add_argument("--nproc", type=number(int, at_least=1), default=1, help="workers per pod")
+    p.add_argument("--steps", type=number(int, at_least=1), default=80)
+    p.add_argument("--at", type=number(int, at_least=0), default=40, help="the step at which the node is lost")
+    indexes_help = "pod indexes to lose, comma-separated (default: every index)"
+    p.add_argument("--indexes", type=listed(number(int, at_least=0)), default=None, help=indexes_help)
+    p.add_argument("--node-replace-s", type=number(float, at_least=0), default=5.0)
     p.add_argument("--out", type=Path, default=Path("runs/bench-node-loss"))
-    args = p.parse_args(argv)
-    indexes = [int(i) for i in args.indexes.split(",")] if args.indexes else list(range(args.nodes))
+    args = parse(p, argv, problems)
+    indexes = args.indexes or list(range(args.nodes))
     common = {"steps": args.steps, "nproc": args.nproc, "nodes": args.nodes, "node_replace_s": args.node_replace_s}
 
     rc, _ = run_local(args.out / "reference", mode="k8s-only", faults="", **common)
@@ -69,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the fault-free reference run failed (exit {rc}); see {args.out / 'reference.log'}")
         return 1
     rows = []
-    for mode in args.modes.split(","):
+    for mode in args.modes:
         for index in indexes:
             run_dir = args.out / f"{mode}-lose{index}"
             rc, _ = run_local(run_dir, mode=mode, faults=f"node-loss@{args.at}:{index}", **common)

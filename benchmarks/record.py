@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO, report
+from training.common.arguments import parse, problem
 from training.telemetry.events import read_events
 
 #: Pinned device-to-host bandwidth (GB/s) that bounds the stall of a save from below (issue 16's floor).
@@ -107,8 +108,29 @@ def _commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
+def problems(args: argparse.Namespace) -> list[str]:
+    """Inputs that are not there, or an ``--extra`` that is not a JSON object of the record's keys; checked before
+    anything is read or written."""
+    lines = []
+    if not args.machine.strip():
+        lines.append(problem("--machine", 'the record\'s key, e.g. "h200x2"', args.machine))
+    dirs = {"--ckpt-dir": args.ckpt_dir, "--recovery-dir": args.recovery_dir, "--startup-dir": args.startup_dir}
+    for flag, path in dirs.items():
+        if path is not None and not (path / "results.json").is_file():
+            lines.append(problem(flag, "a benchmark's --out directory holding results.json", str(path)))
+    if args.extra is not None:
+        try:
+            extra = json.loads(args.extra.read_text())
+        except (OSError, ValueError) as exc:
+            return [*lines, problem("--extra", f"a JSON object of further key -> figure ({exc})", str(args.extra))]
+        unknown = sorted(set(extra) - set(KEYS)) if isinstance(extra, dict) else ["(not an object)"]
+        if unknown:
+            lines.append(problem("--extra", f"a JSON object of the record's keys ({', '.join(KEYS)})", unknown))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.record", description=__doc__.split("\n\n")[0])
     p.add_argument("--machine", required=True, help='the record\'s key, e.g. "h200x2", "h200x8", "cpu"')
     p.add_argument("--device", default="", help="the device in words (default: from the checkpoint results)")
     p.add_argument("--ckpt-dir", type=Path, help="benchmarks.checkpoint_staging --out of a 300-step-interval run")
@@ -118,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commit", default=None, help="the commit the benchmarks ran (default: HEAD's)")
     p.add_argument("--update", action="store_true", help="keep the earlier figures of keys not measured now")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")
-    args = p.parse_args(argv)
+    args = parse(p, argv, problems)
 
     figures: dict[str, Any] = dict.fromkeys(KEYS)
     device = args.device
@@ -132,11 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.startup_dir:
         figures.update(startup_figures(args.startup_dir))
     if args.extra:
-        extra = json.loads(args.extra.read_text())
-        unknown = sorted(set(extra) - set(KEYS))
-        if unknown:
-            p.error(f"--extra: unknown keys {unknown}; the record's keys are {list(KEYS)}")
-        figures.update(extra)
+        figures.update(json.loads(args.extra.read_text()))
     record = json.loads(args.out.read_text()) if args.out.is_file() else {}
     entry: dict[str, Any] = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": args.commit or _commit()}
     if args.update and args.machine in record:

@@ -14,7 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks.common import fmt, report, run_local, workers
+from benchmarks.common import fmt, report, run_local, schedule_lines, workers
+from training.common.arguments import good, listed, number, one_of, parse
 from training.telemetry.analysis import summary_stats
 
 #: Faults per mode: what that mode's layer is meant to recover from (``kind@step:rank``).
@@ -26,20 +27,26 @@ SCHEDULES = {
 }
 
 
+def problems(args: argparse.Namespace) -> list[str]:
+    """The modes' fault schedules against the run: every fault within ``--steps``, on a rank below ``--nproc``."""
+    modes = args.modes if good(args.modes) else []
+    return [line for m in modes for line in schedule_lines(f"{m}'s fault", SCHEDULES[m], args.steps, args.nproc)]
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--modes", default="inprocess,ft-launcher,inprocess-ft,k8s-only")
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--steps", type=int, default=120)
-    p.add_argument("--nproc", type=int, default=None, help="default: GPUs if CUDA, else 2")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.recovery", description=__doc__.split("\n\n")[0])
+    p.add_argument("--modes", type=listed(one_of(SCHEDULES)), default=",".join(SCHEDULES))
+    p.add_argument("--repeats", type=number(int, at_least=1), default=1)
+    p.add_argument("--steps", type=number(int, at_least=1), default=120)
+    p.add_argument("--nproc", type=number(int, at_least=1), default=None, help="default: GPUs if CUDA, else 2")
     p.add_argument("--out", type=Path, default=Path("runs/bench-recovery"))
-    args = p.parse_args(argv)
+    args = parse(p, argv, problems)
 
     nproc, device = workers(args.nproc)
     rows, failures = [], 0
     by_mode_layer: dict[tuple[str, str], list[float]] = {}
     goodputs: dict[str, list[tuple[float, float]]] = {}
-    for mode in args.modes.split(","):
+    for mode in args.modes:
         for rep in range(args.repeats):
             run_dir = args.out / f"{mode}-{rep}"
             rc, _ = run_local(run_dir, mode=mode, steps=args.steps, faults=SCHEDULES[mode], nproc=nproc)

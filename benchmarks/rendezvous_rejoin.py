@@ -38,6 +38,7 @@ from typing import Any
 import psutil
 
 from benchmarks.common import fmt
+from training.common.arguments import listed, number, parse, port, problem
 from training.launch.prefork import LAUNCHER_MODULES
 
 #: The two agents: node 0 hosts the rendezvous store and survives, node 1 is lost and replaced.
@@ -185,20 +186,24 @@ def nvrx_version() -> str:
         return "not installed"
 
 
+def problems(args: argparse.Namespace) -> list[str]:
+    """An ``--out`` that holds files already (the runs' logs would mix with them)."""
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        return [problem("--out", "an empty or new directory", str(args.out))]
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--replace-after-s", default="1,5", help="replacement delays, comma-separated seconds")
-    p.add_argument("--hold-s", type=float, default=0.0, help="the survivor's worker stays this long after its failure")
-    p.add_argument("--port", type=int, default=29640, help="the rendezvous port on 127.0.0.1")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.rendezvous_rejoin", description=__doc__.split("\n\n")[0])
+    seconds = number(float, at_least=0)
+    p.add_argument("--replace-after-s", type=listed(seconds), default="1,5", help="replacement delays, in seconds")
+    p.add_argument(
+        "--hold-s", type=seconds, default=0.0, help="the survivor's worker stays this long after its failure"
+    )
+    p.add_argument("--port", type=port, default=29640, help="the rendezvous port on 127.0.0.1")
     p.add_argument("--out", type=Path, default=Path("runs/bench-rejoin"))
-    args = p.parse_args(argv)
-    delays = [float(x) for x in args.replace_after_s.split(",") if x]
-    if not delays or min(delays) < 0:
-        p.error("--replace-after-s: one or more delays >= 0")
-    if args.hold_s < 0:
-        p.error("--hold-s: seconds >= 0")
-    if args.out.exists() and any(args.out.iterdir()):
-        p.error(f"--out {args.out} is not empty")
+    args = parse(p, argv, problems)
+    delays = args.replace_after_s
     rows = []
     for i, delay in enumerate(delays):
         print(f"[rejoin] node 1 lost, replacement after {delay:g} s ...", flush=True)

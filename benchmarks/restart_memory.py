@@ -18,7 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import fmt, report, run_local, workers
+from benchmarks.common import fmt, report, run_local, schedule_lines, workers
+from training.common.arguments import choices, number, parse
+from training.model.shapes import MODEL_SIZES
 from training.telemetry.events import read_events
 
 #: Local in-process timeouts for the 1B model (before the CUDA scale: x8): its set-up takes ~10 s and a step with a
@@ -71,16 +73,25 @@ def restarts(events: list[dict[str, Any]], rank: int = 0) -> list[dict[str, Any]
     return rows
 
 
+def problems(args: argparse.Namespace) -> list[str]:
+    """``--faults`` against the run: each fault within ``--steps``, on a rank below ``--nproc``."""
+    return schedule_lines("--faults", args.faults, args.steps, args.nproc)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", default=None, help="model.size (default: 1b with CUDA, tiny without)")
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--interval", type=int, default=20, help="steps between storage checkpoints")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.restart_memory",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--size", **choices(MODEL_SIZES), default=None, help="default: 1b with CUDA, tiny without")
+    p.add_argument("--steps", type=number(int, at_least=1), default=100)
+    p.add_argument("--interval", type=number(int, at_least=1), default=20, help="steps between storage checkpoints")
     p.add_argument("--faults", default="exception@25:0,exception@50:1,exception@75:0")
-    p.add_argument("--nproc", type=int, default=None)
-    p.add_argument("--timeout", type=float, default=300, help="seconds for the whole run")
+    p.add_argument("--nproc", type=number(int, at_least=1), default=None, help="default: GPUs if CUDA, else 2")
+    p.add_argument("--timeout", type=number(float, above=0), default=300, help="seconds for the whole run")
     p.add_argument("--out", type=Path, default=Path("runs/bench-restart-memory"))
-    args = p.parse_args(argv)
+    args = parse(p, argv, problems)
     import torch
 
     nproc, device = workers(args.nproc)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import REPO, call_torchrun, torchrun_command
+from training.common.arguments import number, parse
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -65,13 +66,13 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--gb", type=float, default=1.0, help="checkpoint size in GiB")
-    p.add_argument("--nproc", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.restore_verify", description=__doc__.split("\n\n")[0])
+    p.add_argument("--gb", type=number(float, above=0), default=1.0, help="checkpoint size in GiB")
+    p.add_argument("--nproc", type=number(int, at_least=1), default=2)
+    p.add_argument("--repeats", type=number(int, at_least=1), default=3)
     p.add_argument("--out", type=Path, default=Path("runs/bench-restore-verify"))
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    args = parse(p, argv)
     args.out = args.out.resolve()
     if args.worker:
         return _worker(args)

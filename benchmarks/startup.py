@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import fmt, report, run_local, workers
+from training.common.arguments import number, parse, port
 from training.train import PHASES
 
 
@@ -44,14 +45,15 @@ def phases(run_dir: Path) -> dict[int, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--nproc", type=int, default=None, help="default: GPUs if CUDA, else 2")
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--port", type=int, default=29800)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.startup", description=__doc__.split("\n\n")[0])
+    p.add_argument("--nproc", type=number(int, at_least=1), default=None, help="default: GPUs if CUDA, else 2")
+    steps_help = "the run's steps; the in-process restart at half of them (at least 2: a step before it)"
+    p.add_argument("--steps", type=number(int, at_least=2), default=40, help=steps_help)
+    p.add_argument("--repeats", type=number(int, at_least=1), default=1)
+    p.add_argument("--port", type=port, default=29800)
     p.add_argument("--out", type=Path, default=Path("runs/bench-startup"))
     p.add_argument("--cold", action="store_true", help="job.prefork_workers off: every worker imports for itself")
-    args = p.parse_args(argv)
+    args = parse(p, argv)
 
     nproc, device = workers(args.nproc)
     runs: list[dict[int, dict[str, float]]] = []

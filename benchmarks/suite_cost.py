@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from benchmarks.common import REPO
+from training.common.arguments import exit_if_bad, number
 
 #: Where the plugin writes its rows (one ``[nodeid, wall_s, busy_cpu_s]`` per test), when pytest loads it.
 OUT_ENV = "SUITE_COST_OUT"
@@ -96,10 +97,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.suite_cost", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=REPO / "runs" / "suite-cost.json", help="the per-test rows (JSON)")
-    p.add_argument("--top", type=int, default=15, help="files shown one by one")
+    p.add_argument("--top", type=number(int, at_least=0), default=15, help="files shown one by one")
     args, pytest_args = p.parse_known_args(argv)
+    exit_if_bad(p, args)
     cmd = [sys.executable, "-m", "pytest", "-n", "0", "-p", "benchmarks.suite_cost", "-q", *pytest_args]
     print("==", " ".join(cmd[1:]), "(serial: each test's busy time is its own on a quiet machine) ==", flush=True)
     args.out.unlink(missing_ok=True)

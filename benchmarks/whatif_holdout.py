@@ -26,6 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from training.common.arguments import USAGE_ERROR, choices, message, number, parse, problem
+from training.telemetry.events import EVENTS_FILE
 from training.telemetry.goodput import load_events
 from training.telemetry.report import build_report
 from training.whatif.calibrate import KIND_CLASS, PROCESS_CRASH, calibrate
@@ -144,23 +146,34 @@ def predict(
     }
 
 
+def problems(args: argparse.Namespace) -> list[str]:
+    """Run directories without an event log (nothing to calibrate on or to predict)."""
+    return [
+        problem(name, f"a run directory holding {EVENTS_FILE}", str(path))
+        for name, path in (("CALIBRATION", args.calibration), ("HELD_OUT", args.held_out))
+        if not (path / EVENTS_FILE).is_file()
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.whatif_holdout", description=__doc__.split("\n\n")[0])
     p.add_argument("calibration", type=Path, help="run directory the planner is calibrated on")
     p.add_argument("held_out", type=Path, help="run directory whose training goodput is predicted")
-    p.add_argument("--trials", type=int, default=200)
-    p.add_argument("--faults", choices=("schedule", "rate"), default="schedule")
-    p.add_argument("--calibration-nodes", type=int)
-    p.add_argument("--held-out-nodes", type=int)
-    p.add_argument("--tolerance", type=float, default=5.0, help="allowed miss in points (default 5)")
+    p.add_argument("--trials", type=number(int, at_least=1), default=200)
+    p.add_argument("--faults", **choices(("schedule", "rate")), default="schedule")
+    p.add_argument("--calibration-nodes", type=number(int, at_least=1))
+    p.add_argument("--held-out-nodes", type=number(int, at_least=1))
+    p.add_argument(
+        "--tolerance", type=number(float, at_least=0), default=5.0, help="allowed miss in points (default 5)"
+    )
     p.add_argument("--json", type=Path, help="also write the result here")
-    args = p.parse_args(argv)
+    args = parse(p, argv, problems)
     try:
         r = predict(args.calibration, args.held_out, trials=args.trials, faults=args.faults,
                     calibration_nodes=args.calibration_nodes, held_out_nodes=args.held_out_nodes)  # fmt: skip
     except (ScenarioError, FileNotFoundError) as exc:
-        print(f"whatif_holdout: {exc}", file=sys.stderr)
-        return 2
+        print(message(p.prog, [str(exc)]), end="", file=sys.stderr)
+        return USAGE_ERROR
     pr, ho = r["predicted"], r["held_out"]
     print(f"calibration {r['calibration']['run']} ({r['calibration']['nodes']} nodes), "
           f"held out {ho['run']} ({ho['nodes']} nodes), faults from the {r['faults']}")  # fmt: skip

@@ -77,6 +77,7 @@ def number(
         return value if low_ok and (at_most is None or value <= at_most) else Rejected(text, allowed)
 
     convert.__name__ = kind.__name__
+    convert.allowed = allowed  # type: ignore[attr-defined]
     return convert
 
 
@@ -88,7 +89,28 @@ def one_of(choices: Iterable[str]) -> Callable[[str], str | Rejected]:
     def convert(text: str) -> str | Rejected:
         return text if text in names else Rejected(text, allowed)
 
+    convert.allowed = allowed  # type: ignore[attr-defined]
     return convert
+
+
+def choices(names: Iterable[str]) -> dict[str, Any]:
+    """``add_argument`` keywords for one of ``names``: :func:`one_of` as the type, the names in the usage line."""
+    names = tuple(names)
+    return {"type": one_of(names), "metavar": "{" + ",".join(names) + "}"}
+
+
+def listed(convert: Callable[[str], Any]) -> Callable[[str], list[Any] | Rejected]:
+    """An argparse ``type``: one or more comma-separated values of ``convert`` (:func:`number`, :func:`one_of`), else
+    a :class:`Rejected` saying what each must be."""
+    allowed = f"comma-separated, each {convert.allowed}"  # type: ignore[attr-defined]
+
+    def convert_all(text: str) -> list[Any] | Rejected:
+        items = [convert(item.strip()) for item in text.split(",") if item.strip()]
+        if not items or any(isinstance(item, Rejected) for item in items):
+            return Rejected(text, allowed)
+        return items
+
+    return convert_all
 
 
 #: A TCP port a command listens on (unprivileged, as ``platform_config``'s port fields).

@@ -6,7 +6,19 @@ import argparse
 
 import pytest
 
-from training.common.arguments import Rejected, good, message, nested, number, one_of, parse, port, problem, shown
+from training.common.arguments import (
+    Rejected,
+    good,
+    listed,
+    message,
+    nested,
+    number,
+    one_of,
+    parse,
+    port,
+    problem,
+    shown,
+)
 
 
 @pytest.mark.parametrize(
@@ -28,6 +40,10 @@ from training.common.arguments import Rejected, good, message, nested, number, o
         (port, "70000", Rejected("70000", "a whole number from 1024 to 65535")),
         (one_of(["a", "b"]), "b", "b"),
         (one_of(["a", "b"]), "c", Rejected("c", "one of a, b")),
+        (listed(one_of(["a", "b"])), "b, a", ["b", "a"]),
+        (listed(one_of(["a", "b"])), "a,c", Rejected("a,c", "comma-separated, each one of a, b")),
+        (listed(number(int, at_least=1)), "1,2", [1, 2]),
+        (listed(number(int, at_least=1)), ",", Rejected(",", "comma-separated, each a whole number >= 1")),
     ],
 )
 def test_a_type_returns_the_value_or_what_the_flag_allows(convert, text, expected) -> None:
