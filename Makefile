@@ -18,11 +18,11 @@ DEMO_DIR ?= runs/demo
 # pytest-xdist workers for `make test`: the integration tests partly wait on real timeouts and restarts. Two workers
 # leave the 2-core machine about 22% idle (both run waiting files at once in the suite's second half). With three or
 # more, the last worker takes the files that mostly wait first and the others the rest (tests/helpers/xdist_scopes.py):
-# session 27 measured 375 s -> 313 s (78% -> 96% busy). That load found two races in the product, each fixed with
-# its own test: a hang's in-process restart lost inside NVRx's progress watchdog (session 27, 6429743) and a SIGTERM
-# that reached a worker's stand-in before the template named the worker (session 28, 5864711); a plain third worker
-# had failed a fault-matrix cell under load too (sessions 19-20), which the split above prevents. Three is the default
-# since session 28 (docs/benchmarks.md); `make test TEST_WORKERS=2` is the session-27 default. One file per worker at
+# 375 s -> 313 s (78% -> 96% busy; recorded in f17df89, 2026-12-05). That load found two races in the product, each
+# fixed with its own test: a hang's in-process restart lost inside NVRx's progress watchdog (6429743) and a SIGTERM
+# that reached a worker's stand-in before the template named the worker (5864711); a plain third worker had failed a
+# fault-matrix cell under load too (2026-12-04), which the split above prevents. Three is the default since df31418
+# (2026-12-05); `make test TEST_WORKERS=2` is the earlier default. One file per worker at
 # a time, except tests/unit/stacks and tests/integration/stacks, which share the session's syntheses: one unit
 # (tests/helpers/stack_synth.py).
 TEST_WORKERS ?= 3

@@ -5,7 +5,7 @@ bytecode (uv's default: compiling every installed file costs more than it saves)
 is compiled by the first process that imports it, and by every other process that imports it before that one has
 written its cache: three pytest workers collecting the same test files and aws-cdk-lib's jsii bindings (25 MB of
 bytecode in 40 modules), the worker templates importing torch's. A fresh clone's suite took 344.7 s against
-316.2 s for the same clone once its caches were written (session 27, docs/benchmarks.md).
+316.2 s for the same clone once its caches were written (2026-12-05).
 
 ``python -m scripts.warm_bytecode PART`` imports one part's modules (setup runs both parts at once, one per core):
 ``platform``, the platform's modules and the test tools', then compiles the project's own files; ``training``, what

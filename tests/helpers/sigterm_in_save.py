@@ -70,7 +70,7 @@ def main() -> int:
     rank = dist.get_rank()
     # The main thread takes the signal in the slowed write's sleep; on a loaded 2-core machine it once waited longer
     # than the default 1 s grace for a CPU, and the watcher ended rank 1 before its handler ran (a suite on a busy
-    # machine, session 14): the grace is not what this test is about.
+    # machine, 2026-12-03): the grace is not what this test is about.
     sigterm.install(grace_s=15.0)
     trainer = Trainer(cfg, args.run_dir, EventLog(args.run_dir, rank), checkpoint_mode="sync", target_steps=1)
     trainer.setup()

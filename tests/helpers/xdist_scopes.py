@@ -9,11 +9,11 @@ workers, both paid all of it (``pytest -n 2 tests/unit/stacks``: 64.5 CPU-s on t
 37.4, in about the same wall time).
 
 Waiting files (:data:`WAITING_FILES`): on two workers the suite's second half ran two such files at once and left the
-2-core machine about half idle (session 27: 78% busy over a 375 s suite, 44-53% from 260 s on; docs/benchmarks.md).
+2-core machine about half idle (78% busy over a 375 s suite, 44-53% from 260 s on; 2026-12-05).
 With three workers or more, the last one (:func:`is_waiting_worker`) takes those files first and the others take the
 rest, so the busy files run at most two at a time beside one that mostly sleeps, as before, while the sleeping is
 done beside them instead of after them. A worker whose own kind of file has run out takes the other kind. The
-default since session 28 (the Makefile says what that load found first).
+default since df31418 (the Makefile says what that load found first).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 SHARED_SESSION_FIXTURES = {"tests/unit/stacks/": "stacks", "tests/integration/stacks/": "stacks"}
 
 #: Test files that leave at least 3 s of one core idle, run alone (``python -m benchmarks.suite_cost``, serially,
-#: session 27: busy CPU-s against wall seconds, 82 CPU-s in 166 s together): they wait on real sleeps, timeouts,
+#: 2026-12-05: busy CPU-s against wall seconds, 82 CPU-s in 166 s together): they wait on real sleeps, timeouts,
 #: back-offs and slow writes, where the rest keep a core or more busy.
 WAITING_FILES = frozenset(
     {

@@ -68,7 +68,7 @@ def warm_results_manager(results: Any) -> threading.Thread | None:
 
     The manager (a spawned interpreter) imports torch and DCP only when it first unpickles a write result: the first
     write of a fresh writer then took 9.0-9.5 s to commit a 1.7 MB tiny checkpoint on an H200, against 0.27-0.30 s
-    for the next, and 20.8 s for a 1B one against 12.3-13.0 s (session 10). One DCP write result passes through a
+    for the next, and 20.8 s for a 1B one against 12.3-13.0 s (2026-12-01). One DCP write result passes through a
     side queue of the same manager, so that nothing can reach a save's finalize, which takes the oldest entry of
     ``results``. A thread, because the put waits for those imports (11 s on an H200): done in the writer ahead of
     a save's hand-over, it stalled the tiny model's first save that long, into a false hang. Returns the thread, or

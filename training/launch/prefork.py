@@ -50,7 +50,7 @@ import sys
 import time
 
 # A stand-in (``run``) starts for every worker and launcher: it imports only what it uses (the module's import cost
-# 55 -> 34 CPU-ms on the 2-core machine, docs/benchmarks.md session 23); the template's side imports the rest where
+# 55 -> 34 CPU-ms on the 2-core machine, 2026-12-04); the template's side imports the rest where
 # it is used.
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ each keep-alive, every few seconds for the launcher's whole life) first names it
 ``get_method_name()``, which calls ``inspect.stack()`` twice. That builds a ``FrameInfo`` with source context for
 every frame, and ``inspect.getmodule`` scans all of ``sys.modules`` for each frame whose file it has not cached
 (``<frozen runpy>`` never is). In a launcher forked from the worker template (``training.launch.prefork``), with
-torch's thousands of modules loaded, that was 83% of the launcher's CPU in a 40-step local run (py-spy, session 13).
+torch's thousands of modules loaded, that was 83% of the launcher's CPU in a 40-step local run (py-spy, 2026-12-03).
 
 :func:`cheapen` replaces each module's ``get_method_name`` with one that reads the same frame's name from
 ``sys._getframe``: the same string for the same call, without the scan. It imports nothing at its own import (this

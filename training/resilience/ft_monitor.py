@@ -163,7 +163,7 @@ class FtMonitor:
         Not with the client's ``end_all_sections``: NVRx 0.7.0 made it a no-op (its message names no section, and
         the client's section filter drops messages for sections without a timeout), so the section an in-process
         restart interrupted stayed open in the client's bookkeeping and at the rank monitor, and the next
-        ``start_section`` of it raised "Tried to open step that is already open" (2 x H200, session 6). The
+        ``start_section`` of it raised "Tried to open step that is already open" (2 x H200, 2026-11-30). The
         sections still open are the client's own record of them (``timeouts_calc``, in 0.4.1 and 0.7.0).
         """
         self._open.clear()

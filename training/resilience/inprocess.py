@@ -275,7 +275,7 @@ def await_pending_restart(exc: Exception, wait_s: float, poll_s: float = 0.01) -
     """With ``exc`` raised by the wrapped function after NVRx fired a restart: wait up to ``wait_s`` for that
     ``RankShouldRestart`` and raise it from ``exc``; return (the caller re-raises ``exc``) if none came.
 
-    Seen on CPU under load (session 27): a peer blocked in a gloo collective with a hung rank left it on the gloo
+    Seen on CPU under load (2026-12-05): a peer blocked in a gloo collective with a hung rank left it on the gloo
     timeout just as the monitor raised the soft timeout's restart, and the restart was raised inside the progress
     watchdog's ctypes callback, where Python ignores it ("Exception ignored on calling ctypes callback function").
     NVRx re-raises it from another thread, but its own handler of the function's exception stops waiting for it,

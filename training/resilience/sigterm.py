@@ -7,7 +7,7 @@ checkpoint write finish before the process exits 143.
 Python runs signal handlers in the main thread between bytecodes only. A rank blocked in C (an NCCL collective or a
 CUDA synchronisation waiting on a peer that died, a store wait) never gets there: on 2 x H200 ft_launcher's SIGTERM to
 the survivor of a SIGKILLed rank went unanswered for the launcher's whole 15 s stop timeout, then SIGKILL, which added
-15 s to every ft_launcher recovery without the in-process layer (session 6). Here the C-level handler also writes the
+15 s to every ft_launcher recovery without the in-process layer (2026-11-30). Here the C-level handler also writes the
 signal number to a wake-up socket (``signal.set_wakeup_fd``); a watcher thread reads it, and when the main thread has
 not taken the signal within ``grace_s`` it ends the process with the same code at once. Nothing is lost that a clean
 stop would keep: a rank blocked on a dead peer cannot finish a checkpoint write either, and an unfinished one is never

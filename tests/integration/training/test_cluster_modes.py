@@ -58,7 +58,7 @@ IN_POD_LAYERS = {
 #: Counted failures (podFailurePolicy ``Count``): the in-pod faults a mode leaves to the job layer.
 COUNTED = {"inprocess-ft": 0, "ft-launcher": 0, "inprocess": 1, "async-ckpt": 2, "sync-ckpt": 2, "k8s-only": 2}
 #: The repeated fault: a sticky exception on rank 1 at start-up, before the model is built. One at step 3 ended with
-#: the same pods (measured in k8s-only and inprocess-ft, session 29); failing before the set-up and the first step
+#: the same pods (measured in k8s-only and inprocess-ft, 2026-12-05); failing before the set-up and the first step
 #: saved about 1 CPU-s a run (busy CPU-s: 5.5 -> 4.6 and 3.9 -> 2.9).
 REPEATED = "exception@0:1/init!"
 #: Index 1's pods when :data:`REPEATED` repeats past ``max_repeats: 1``: (exit code, action). The rank
@@ -169,7 +169,7 @@ def test_the_report_gives_each_node_fault_to_the_job_layer(runs, mode):
 @pytest.mark.parametrize("mode", list(LAYERS))
 def test_every_restart_names_the_fault_that_caused_it(runs, mode):
     """A restart's cause is the newest fault injected before it: a node lost after an in-process recovery is
-    ``node-loss``, not the exception recovered earlier (session 7's run said ``exception``)."""
+    ``node-loss``, not the exception recovered earlier (a run on 2026-12-01 said ``exception``)."""
     from training.telemetry.events import read_events
 
     newest, told = None, []

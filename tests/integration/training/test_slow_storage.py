@@ -2,9 +2,9 @@
 
 A large model's write outlasts its last step by minutes (Llama 3.1 8B on the `prod` FSx: about 100 s), longer than
 NVRx's hang timeouts and ft_launcher's heartbeat timeout; waiting on it without a sign of life got healthy ranks
-killed at the end of every run, then restarted until their restarts ran out (session 25, all three NVRx modes).
+killed at the end of every run, then restarted until their restarts ran out (2026-12-04, all three NVRx modes).
 A write that outlasts even the checkpoint section is the rank's own error (exit 21), and the error path's wait still
-commits it (session 26: SIGKILLed with no cause recorded, and the write lost).
+commits it (2026-12-04: SIGKILLed with no cause recorded, and the write lost).
 """
 
 from __future__ import annotations

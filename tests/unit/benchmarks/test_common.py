@@ -43,7 +43,7 @@ def test_fmt() -> None:
 
 
 def test_a_torchrun_launch_gets_a_tmpdir_of_its_own_removed_after_it(tmp_path: Path) -> None:
-    """torchrun never removes its ``torchelastic_*`` directory: a suite left 4 in /tmp (session 26), the benchmarks'
+    """torchrun never removes its ``torchelastic_*`` directory: a suite left 4 in /tmp (2026-12-04), the benchmarks'
     own launches. A stand-in for torchrun makes one in its TMPDIR and says where that was."""
     where = tmp_path / "where"
     script = (

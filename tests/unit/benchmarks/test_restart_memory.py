@@ -40,7 +40,7 @@ def test_the_recorded_leak_grows_by_a_shard_per_restart_and_the_fixed_run_does_n
 @pytest.mark.parametrize("size", ["tiny", "1b"])
 def test_the_run_s_overrides_make_a_valid_configuration(size: str) -> None:
     """The 1B run needs longer local timeouts than the tiny model's (its set-up takes ~10 s): a bad combination would
-    only show as a refused run on the GPU machine (session 7 lost two device calls that way)."""
+    only show as a refused run on the GPU machine (two device calls were lost that way on 2026-12-01)."""
     project = yaml.safe_load(Path(DEFAULT_CONFIG_PATH).read_text())
     cfg = config_from_dict(deep_merge(project, overrides(size, 20)))
     assert (cfg.model.size, cfg.checkpoint.interval_steps) == (size, 20)

@@ -260,7 +260,7 @@ def test_image_pins_what_the_gpu_runs_proved() -> None:
 def test_local_cuda_timeouts_scale_the_checkpoint_group_s_gloo_deadline_too() -> None:
     """On CUDA the local timeouts are 2.5 x the CPU ones (soft 4 -> 10 s, hard 8 -> 20 s), the checkpoint group's gloo
     deadline included (3 -> 7.5 s): 2 x H200 ran one rank's first save 2.3 s behind its peer's, which waited in that
-    group's collective and timed out at the unscaled 3 s (GPU session 21, call 4)."""
+    group's collective and timed out at the unscaled 3 s (2 x H200, 2026-12-04)."""
     local = ProjectConfig().local
     ip, _ = local.timeouts(cuda=True)
     assert (ip.soft_timeout_s, ip.hard_timeout_s, ip.gloo_timeout_s) == (10.0, 20.0, 7.5)

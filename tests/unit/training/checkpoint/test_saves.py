@@ -60,7 +60,7 @@ def _slow_save(tmp_path: Path, delay_s: float) -> tuple[CheckpointManager, InFli
 
 
 def test_the_error_path_keeps_the_rank_alive_until_its_own_write_commits(tmp_path: Path) -> None:
-    """Session 25's SIGKILL: the error path waited for the write with no sign of life, past the watchdogs."""
+    """The SIGKILL of 2026-12-04: the error path waited for the write with no sign of life, past the watchdogs."""
     mgr, _ = _slow_save(tmp_path, 1.5)
     pings: list[int] = []
     mgr.saves.close(collective=False, keepalive=(lambda: pings.append(1), 60.0))
@@ -81,7 +81,7 @@ def test_the_error_path_gives_a_write_up_past_its_bound_and_it_never_commits(tmp
 
 def test_a_sigterm_during_the_error_path_s_wait_is_raised_once_the_write_is_done(tmp_path: Path) -> None:
     """The launcher SIGTERMs the group when a peer exits first: rank 0, still committing, exited 143 with the save
-    lost (session 26, ft-launcher with a 45 s write). The signal handler's exception waits for the write now."""
+    lost (2026-12-04, ft-launcher with a 45 s write). The signal handler's exception waits for the write now."""
     flight = InFlight(1, tmp_path / "step.tmp", 0.0)
 
     def handler(signum: int, frame: object) -> None:

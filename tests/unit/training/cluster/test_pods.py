@@ -65,7 +65,7 @@ def test_each_pod_index_gets_its_own_gpus_on_a_gpu_host():
 
 def test_a_gpu_pod_gets_the_host_driver_libraries_after_the_image_s_library_path():
     """As the NVIDIA container toolkit does: without them a host whose driver lives off the default library path
-    ran its "GPU" pods on the CPU (GPU session 21, call 2: `no CUDA` in every pod, NVML not found)."""
+    ran its "GPU" pods on the CPU (2 x H200, 2026-12-04: `no CUDA` in every pod, NVML not found)."""
     image = LocalImage("/workspace", {"LD_LIBRARY_PATH": "/opt/amazon/efa/lib"})
     args = (job(gpus=1), POD, "10.0.0.9", "train-1")
     env = container_env(*args, image, host_gpus=2, driver_dir="/usr/local/nvidia/lib64")

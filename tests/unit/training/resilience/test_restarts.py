@@ -40,7 +40,7 @@ def test_a_node_fault_is_the_cause_when_it_is_the_newest(tmp_path: Path) -> None
 def test_an_in_process_recovery_moves_the_next_process_s_horizon(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Session 7's report: after node-loss@100:0 the replacement of rank 0 said ``exception`` (the exception at step
+    """A report of 2026-12-01: after node-loss@100:0 the replacement of rank 0 said ``exception`` (the exception at step
     70 that rank 0 had already recovered in-process). Rank 0's record now holds its re-entry after that recovery."""
     assert previous_start_ns(tmp_path, 0) == 0  # the first process of rank 0 (records its start)
     atomic_write_json(tmp_path / "faults" / "fired.rank2.json", {"exception@70:2/step": 700})
