@@ -68,7 +68,7 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 def _run_group(cmd: list[str], out: Any, timeout_s: float) -> int:
     """Run ``cmd`` in a process group of its own; at the timeout, or when this process is stopped, the whole group is
     stopped (exit 124 for the timeout). Killing only ``training.local`` left its launcher and workers running: on the
-    GPU machine they slowed the next benchmark by a third (docs/benchmarks.md, session 6)."""
+    GPU machine they slowed the next benchmark by a third (2 x H200, 2026-11-30)."""
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=os.environ, start_new_session=True)
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main else None

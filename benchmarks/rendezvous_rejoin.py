@@ -10,8 +10,8 @@ replacement agent starts ``--replace-after-s`` later (a spare node's pod). Print
 loss to the survivor's worker exit, to the replacement's start and to the next round's two workers running.
 ``--hold-s H``: the survivor's worker, once its all-reduce fails, stays alive H s before it exits, as an NCCL worker
 stays held in its collective (gloo fails at once): does the replacement's arrival restart a worker that still looks
-healthy, or does the next round wait for it to end? (NVRx 0.4.1 restarts it, 0.7.0 waits: docs/benchmarks.md, GPU
-session 22.)
+healthy, or does the next round wait for it to end? (NVRx 0.4.1 restarts it, 0.7.0 waits: docs/benchmarks.md,
+2026-12-04.)
 
 What it isolates: the launcher's rule for a dead participant. NVRx 0.4.1's ``FtRendezvousHandler`` keeps a node
 in the complete round until its keep-alive is 3 x 5 s old (hard-coded), so the next round waits for that whatever

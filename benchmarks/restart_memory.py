@@ -7,7 +7,7 @@ that a write is in flight whenever a fault fires, and the exceptions of ``--faul
 rank 0: the CUDA memory its process held as it (re)entered (the ``start`` event's allocated and reserved MiB), how its
 model was built (on the meta device for a restore to fill, or initialised) and in how long, and the restore's tier and
 time; then each fault's recovery. Allocated memory that grows by a model-plus-optimizer shard per restart is a leak
-(session 7 measured +5575 MiB per restart before the fix, docs/benchmarks.md). Without CUDA it runs the tiny model
+(+5575 MiB per restart before the fix, 2 x H200, 2026-12-01: docs/gpu-smoke.md). Without CUDA it runs the tiny model
 on CPU workers and says so: there is no device memory to read then.
 """
 

@@ -9,7 +9,7 @@ prints one row per file, the most expensive first. A module fixture's cost lands
 file is the unit. Serial and on a quiet machine, a test's busy time is its own; on two cores a test that uses both
 shows more CPU-seconds than wall seconds. ``make test`` runs on three xdist workers (``TEST_WORKERS``), the last
 for the files that mostly wait (tests/helpers/xdist_scopes.py): its wall time is about the CPU-seconds over
-two plus the time all workers wait (docs/benchmarks.md, sessions 20 and 27).
+two plus the time all workers wait (measured 2026-12-04 and 2026-12-05).
 """
 
 from __future__ import annotations
