@@ -5,6 +5,7 @@ One file per chart in ``dist/``:
 * ``training-config.k8s.yaml``  ConfigMap with the resolved config;
 * ``training-service.k8s.yaml`` headless Service for pod DNS;
 * ``dataset-prep.k8s.yaml``     dataset-preparation Job;
+* ``image-prepull.k8s.yaml``    DaemonSet that pulls the training image onto every GPU node (spares included);
 * ``train-<mode>.k8s.yaml``     the training Job and its PodDisruptionBudget, one per :class:`RecoveryMode`.
 
 The configuration environment comes from ``$PROJECT_ENV`` (default ``default``); the image from
@@ -22,6 +23,7 @@ from charts.dataset_job import DatasetJob
 from charts.disruption_budget import TrainingDisruptionBudget
 from charts.headless_service import HeadlessService
 from charts.image import training_image
+from charts.image_prepull import ImagePrepull
 from charts.topology import Topology
 from charts.training_config_map import TrainingConfigMap
 from charts.training_job import TrainingJob
@@ -31,6 +33,7 @@ OUTPUT_EXTENSION = ".k8s.yaml"
 CONFIG_CHART = "training-config"
 SERVICE_CHART = "training-service"
 DATASET_CHART = "dataset-prep"
+PREPULL_CHART = "image-prepull"
 
 
 def training_chart_id(mode: RecoveryMode) -> str:
@@ -59,6 +62,7 @@ def build_app(
     TrainingConfigMap(cdk8s.Chart(app, CONFIG_CHART, disable_resource_name_hashes=True), "ConfigMap", cfg)
     HeadlessService(cdk8s.Chart(app, SERVICE_CHART, disable_resource_name_hashes=True), "Service", cfg)
     DatasetJob(cdk8s.Chart(app, DATASET_CHART, disable_resource_name_hashes=True), "Job", cfg, image=image)
+    ImagePrepull(cdk8s.Chart(app, PREPULL_CHART, disable_resource_name_hashes=True), "DaemonSet", cfg, image=image)
     for mode in RecoveryMode:
         chart = cdk8s.Chart(app, training_chart_id(mode), disable_resource_name_hashes=True)
         TrainingJob(chart, "Job", cfg, mode, image=image, topology=topology)

@@ -28,14 +28,21 @@ NODE_FAILURE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unrea
 
 
 def tolerations(cfg: ProjectConfig) -> list[k8s.Toleration]:
-    """One ``Equal`` (or ``Exists`` for value-less taints) toleration per ``gpu_nodes.node_taints`` entry, and the
-    node-failure taints for ``job.node_failure_toleration_s`` (then the pod is evicted and its index replaced)."""
+    """The node-failure taints for ``job.node_failure_toleration_s`` (then the pod is evicted and its index
+    replaced), and :func:`taint_tolerations`."""
     out = [
         k8s.Toleration(
             key=key, operator="Exists", effect="NoExecute", toleration_seconds=cfg.job.node_failure_toleration_s
         )
         for key in NODE_FAILURE_TAINTS
     ]
+    return out + taint_tolerations(cfg)
+
+
+def taint_tolerations(cfg: ProjectConfig) -> list[k8s.Toleration]:
+    """One ``Equal`` (or ``Exists`` for value-less taints) toleration per ``gpu_nodes.node_taints`` entry: what any
+    pod of the GPU nodes needs (the training pods, the image pre-pull DaemonSet)."""
+    out = []
     for taint in cfg.gpu_nodes.node_taints:
         key, value, effect = parse_taint(taint)
         if value is None:

@@ -10,7 +10,15 @@ import pytest
 import yaml
 
 from charts.image import IMAGE_ENV_VAR, IMAGE_PLACEHOLDER
-from charts.main import CONFIG_CHART, DATASET_CHART, SERVICE_CHART, build_app, manifest_file, training_chart_id
+from charts.main import (
+    CONFIG_CHART,
+    DATASET_CHART,
+    PREPULL_CHART,
+    SERVICE_CHART,
+    build_app,
+    manifest_file,
+    training_chart_id,
+)
 from platform_config import RecoveryMode, config_from_dict, load_config
 from platform_config.versions import SUPPORTED_KUBERNETES_MINORS
 from scripts.validate_k8s import validate_manifests
@@ -18,7 +26,8 @@ from scripts.validate_k8s import validate_manifests
 GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden" / "charts"
 GOLDEN_IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/fsdp-training:golden"
 EXPECTED = sorted(
-    manifest_file(c) for c in [CONFIG_CHART, SERVICE_CHART, DATASET_CHART, *map(training_chart_id, RecoveryMode)]
+    manifest_file(c)
+    for c in [CONFIG_CHART, SERVICE_CHART, DATASET_CHART, PREPULL_CHART, *map(training_chart_id, RecoveryMode)]
 )
 
 
