@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from training.common.arguments import parse, problem
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = REPO_ROOT / "runs" / "reliability" / "fault_matrix.json"
 DEFAULT_OUT = REPO_ROOT / "docs" / "reliability.md"
@@ -104,16 +106,19 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def problems(args: argparse.Namespace) -> list[str]:
+    """No results to render."""
+    if args.results.is_file():
+        return []
+    made = "the fault matrix's results (pytest tests/integration/training/test_fault_matrix.py writes them)"
+    return [problem("--results", made, str(args.results))]
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m scripts.reliability_report", description=__doc__.split("\n\n")[0])
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = p.parse_args(argv)
-    if not args.results.is_file():
-        print(
-            f"no results at {args.results}: run pytest tests/integration/training/test_fault_matrix.py", file=sys.stderr
-        )
-        return 1
+    args = parse(p, argv, problems)
     args.out.write_text(render(json.loads(args.results.read_text())))
     print(f"wrote {args.out}")
     return 0

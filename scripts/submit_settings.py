@@ -2,8 +2,9 @@
 
 ``python -m scripts.submit_settings MODE`` (the environment from ``PROJECT_ENV``, as :func:`load_config` reads it)
 prints one ``name=value`` line per :func:`settings` entry, each value shell-quoted. An unknown MODE exits 2 naming
-the allowed ones, a configuration that does not validate exits 1 naming its bad fields; either way nothing is
-printed on stdout, so ``eval`` assigns nothing. The script asked Python once per value before (eight interpreter
+the allowed ones, a fault schedule that would not fire in the Job exits 2 naming each entry (:func:`fault_problems`),
+a configuration that does not validate exits 1 naming its bad fields; either way nothing is printed on stdout, so
+``eval`` assigns nothing and no pod starts. The script asked Python once per value before (eight interpreter
 starts of about 0.27 CPU-s each on the 2-core machine).
 """
 
@@ -14,7 +15,10 @@ import sys
 
 from charts.image import IMAGE_PLACEHOLDER
 from charts.names import dataset_job_name, job_name
+from charts.topology import Topology
 from platform_config import ProjectConfig, RecoveryMode, exits_on_config_error, load_config
+from training.common.arguments import USAGE_ERROR, message
+from training.resilience.faults import RunShape, random_problems, schedule_problems
 
 
 def settings(cfg: ProjectConfig, mode: RecoveryMode) -> dict[str, str]:
@@ -30,6 +34,16 @@ def settings(cfg: ProjectConfig, mode: RecoveryMode) -> dict[str, str]:
     }
 
 
+def fault_problems(cfg: ProjectConfig) -> list[str]:
+    """The entries of ``faults.schedule`` (and ``faults.random``) that are malformed or would never fire in the Job:
+    a rank outside its ``gpu_nodes.node_count`` x GPUs workers, a step past ``train.steps``."""
+    top = Topology.from_config(cfg)
+    world = f" (gpu_nodes.node_count {top.nodes} x {top.nproc_per_node} GPUs of {top.instance.name})"
+    run = RunShape(cfg.train.steps, top.world_size, cfg.train.eval_interval, world)
+    lines = [f"faults.schedule {line}" for line in schedule_problems(cfg.faults.schedule, run)]
+    return lines + random_problems(cfg.faults.random.count, cfg.train.steps)
+
+
 @exits_on_config_error
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -42,7 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"submit: unknown MODE '{argv[0]}'; allowed: {allowed}", file=sys.stderr)
         return 2
-    for name, value in settings(load_config(), mode).items():
+    cfg = load_config()
+    bad = fault_problems(cfg)
+    if bad:
+        print(message("python -m scripts.submit_settings", bad), end="", file=sys.stderr)
+        return USAGE_ERROR
+    for name, value in settings(cfg, mode).items():
         print(f"{name}={shlex.quote(value)}")
     return 0
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+from training.common.arguments import number, parse
+
 
 def job_state(job: dict) -> tuple[str, str]:
     """(``complete`` | ``failed`` | ``running``, detail) from a Job object's status."""
@@ -30,12 +32,12 @@ def job_state(job: dict) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.wait_job", description=__doc__.splitlines()[0])
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--job", required=True)
-    parser.add_argument("--timeout", type=float, required=True, help="seconds")
-    parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
-    args = parser.parse_args(argv)
+    parser.add_argument("--timeout", type=number(float, at_least=0), required=True, help="seconds")
+    parser.add_argument("--interval", type=number(float, above=0), default=10.0, help="seconds between polls")
+    args = parse(parser, argv)
     deadline = time.monotonic() + args.timeout
     last = ""
     while True:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from scripts.reliability_report import main, render
 
 
@@ -49,4 +51,6 @@ def test_the_matrix_reads_layer_and_the_one_recovery_time(tmp_path) -> None:
     src, out = tmp_path / "r.json", tmp_path / "reliability.md"
     src.write_text(__import__("json").dumps(results))
     assert main(["--results", str(src), "--out", str(out)]) == 0 and out.read_text() == doc
-    assert main(["--results", str(tmp_path / "none.json"), "--out", str(out)]) == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["--results", str(tmp_path / "none.json"), "--out", str(out)])
+    assert exc.value.code == 2
