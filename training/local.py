@@ -30,7 +30,7 @@ from platform_config import ConfigError, exits_on_config_error, load_config
 from platform_config.schema import MODE_LAYERS, RecoveryMode
 from training.cluster.node_faults import NODE_FAULT_KINDS, split_schedule
 from training.cluster.node_timeline import EksTimeline
-from training.common.arguments import Rejected, good, number, one_of, parse, port, problem
+from training.common.arguments import Rejected, choices, good, nested, number, parse, port, problem
 from training.common.gpus import cuda_device_count
 from training.launch.prefork import LAUNCHER_MODULES, SOCKET_ENV
 from training.resilience.exit_codes import (
@@ -362,7 +362,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--nproc", type=number(int, at_least=1), default=None, help="default: cfg.local.nproc")
     modes = [m.value for m in RecoveryMode]
-    p.add_argument("--mode", type=one_of(modes), metavar="{" + ",".join(modes) + "}", help="default: cfg.job.mode")
+    p.add_argument("--mode", **choices(modes), help="default: cfg.job.mode")
     p.add_argument("--env", default=None)
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--fresh", action="store_true", help="empty the run directory first")
@@ -391,7 +391,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     cluster.add_argument(
         "--node-timeline",
-        type=one_of(list(CLUSTER_TIMEOUT_S)),
+        **choices(CLUSTER_TIMEOUT_S),
         default="fast",
         help="fast: a lost node's replacement may start --node-replace-s later; eks: EKS's own timeline (NotReady, "
         "taint eviction, PodGC, spares, new nodes, fencing; training/cluster/node_timeline.py)",
@@ -434,13 +434,18 @@ def problems(args: argparse.Namespace) -> list[str]:
             lines.append(f"{flag}: with --nodes N only (a local cluster's manifests)")
     if args.run_dir.exists() and not args.run_dir.is_dir():
         lines.append(problem("--run-dir", "a directory, or a path to create one at", str(args.run_dir)))
+    for item in args.timeline_set:  # each bad KEY=SECONDS named (the cluster's own check stops at the first)
+        try:
+            EksTimeline().with_overrides([item])
+        except ValueError as err:
+            lines.append(str(err))
     if good(args.port) and args.port == args.store_port:
         lines.append(problem("--store-port", "a port other than --port's (both listen on this host)", args.store_port))
     try:
         cfg = load_config(args.config, args.env)
     except ConfigError as err:
         if lines or any(isinstance(v, Rejected) for v in vars(args).values()):
-            return [*lines, str(err).replace("\n", "\n    ")]
+            return [*lines, nested(str(err))]
         raise
     return lines + fault_problems(args, cfg)
 

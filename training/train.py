@@ -29,7 +29,7 @@ from typing import Any
 
 from platform_config import load_config
 from platform_config.schema import MODE_LAYERS, ProjectConfig, RecoveryMode
-from training.common.arguments import USAGE_ERROR, good, message, number, one_of, rejected
+from training.common.arguments import USAGE_ERROR, choices, good, message, number, rejected
 from training.common.files import atomic_write_json
 from training.common.process_start import process_start_ts
 from training.resilience import sigterm, timeout_check
@@ -258,7 +258,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--env", default=None, help="environments: key of project.yaml")
     modes = [m.value for m in RecoveryMode]
-    p.add_argument("--mode", type=one_of(modes), metavar="{" + ",".join(modes) + "}", help="default: cfg.job.mode")
+    p.add_argument("--mode", **choices(modes), help="default: cfg.job.mode")
     p.add_argument("--faults", default=None, help="kind@step[:rank][/phase][!],... (default: cfg.faults.schedule)")
     p.add_argument("--steps", type=number(int, at_least=1), default=None, help="target step (default: cfg.train.steps)")
     p.add_argument(

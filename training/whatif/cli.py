@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from platform_config import ConfigError, RecoveryMode, load_config
-from training.common.arguments import USAGE_ERROR, message, number, one_of, parse
+from training.common.arguments import USAGE_ERROR, choices, message, number, parse
 from training.whatif import calibrate, inputs, outputs
 from training.whatif.engine import GIVE_UP_FACTOR, run_trials, simulate
 from training.whatif.interval import optimum
@@ -91,11 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     peer_help = "memory-tier snapshots also held on another node: a lost node restores from them"
     run.add_argument("--memory-peer-copies", action="store_true", default=None, help=peer_help)
-    run.add_argument("--checkpoint-mode", type=one_of(CHECKPOINT_MODES), metavar="{" + ",".join(CHECKPOINT_MODES) + "}",
-                     help="default: the recovery mode's")  # fmt: skip
+    run.add_argument("--checkpoint-mode", **choices(CHECKPOINT_MODES), help="default: the recovery mode's")
     modes = [m.value for m in RecoveryMode]
-    run.add_argument("--mode", type=one_of(modes), metavar="{" + ",".join(modes) + "}",
-                     help="recovery mode (which layers are on)")  # fmt: skip
+    run.add_argument("--mode", **choices(modes), help="recovery mode (which layers are on)")
     run.add_argument("--restore-s", metavar="P50[,P95]", help="read + verify + re-initialise, seconds")
     run.add_argument("--restart-s", action="append", default=[], metavar="LAYER=P50[,P95]",
                      help=f"a layer's detection -> back in the loop; LAYER in {', '.join(LAYERS)}")  # fmt: skip

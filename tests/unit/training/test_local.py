@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,14 @@ import yaml
 from platform_config import ConfigError
 from tests.helpers.training_runs import REPO_ROOT
 from tests.helpers.training_runs import test_env as child_env
+from training.cluster.node_timeline import EksTimeline
 from training.local import CLUSTER_TIMEOUT_S, parse_args
 
 #: The run the table's flags are checked against (the schema's defaults, spelled out: project.yaml may change).
 CONFIG = {"local": {"steps": 160, "nproc": 2, "faults": "exception@40:1"}, "train": {"eval_interval": 50}}
 KINDS = "kind must be one of exception, hang, sigkill, oom, comm"
 HEAD = "error: invalid arguments (training.local):\n"
+TIMELINE_KEYS = [f.name for f in fields(EksTimeline)]
 
 
 @pytest.fixture
@@ -82,6 +85,11 @@ def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
                 "--host-gpus: with --nodes N --synth-only only: a run uses this host's GPUs (got 2)",
             ],
         ),
+        (["--nodes", "2", "--node-timeline", "gke", "--timeline-set", "provision_s=-1", "--timeline-set", "boot=3"], [
+            '--node-timeline: one of fast, eks (got "gke")',
+            "--timeline-set 'provision_s=-1': must be a finite number >= 0",
+            f"--timeline-set 'boot=3': expected KEY=VALUE with KEY one of {', '.join(TIMELINE_KEYS)}",
+        ]),
         (["--synth-only", "--port", "2000", "--store-port", "2000"], [
             "--synth-only: with --nodes N only (a local cluster's manifests)",
             "--store-port: a port other than --port's (both listen on this host) (got 2000)",
