@@ -4,8 +4,10 @@
 # Run 1 (inprocess-ft): exception -> in-process, hang -> in-process, sigkill -> ft_launcher.
 # Run 2 (inprocess-ft): comm (broken collective) -> in-process, oom (CUDA OutOfMemoryError) -> in-process.
 # SMOKE_SPECS="name:faults ..." replaces these runs; SMOKE_STEPS (120) and SMOKE_RUN_TIMEOUT (300 s) bound each
-# run. Each run leaves three files in OUT_DIR: NAME.log (progress), NAME.report.txt (goodput report) and NAME.tgz
-# (launcher and NVRx monitor logs, events, report.json, what outlived the run in leftovers.txt).
+# run; SMOKE_ARGS adds training.local arguments to every run (the training Job as local pods: "--nodes 2 --nproc 1
+# --node-replace-s 5 --mode MODE --nvrx-version 0.7.0 --manifests DIR", docs/gpu-smoke.md). Each run leaves three
+# files in OUT_DIR: NAME.log (progress), NAME.report.txt (goodput report) and NAME.tgz (launcher and NVRx monitor
+# logs, events, report.json, what outlived the run in leftovers.txt).
 set -uo pipefail
 out="${1:?usage: gpu_smoke.sh OUT_DIR}"
 mkdir -p "$out"
@@ -33,7 +35,7 @@ for spec in $specs; do
   name=${spec%%:*}; faults=${spec#*:}
   # Bounded per run (not by wrapping this script in `timeout`, which loses the logs of the run it cuts off).
   timeout -k 10 "${SMOKE_RUN_TIMEOUT:-300}" python3 -m training.local --run-dir "/tmp/$name" --fresh --nproc "$nproc" \
-    --steps "${SMOKE_STEPS:-120}" --faults "$faults" 2>&1 | tee "$out/$name.log" || rc=1
+    --steps "${SMOKE_STEPS:-120}" --faults "$faults" ${SMOKE_ARGS:-} 2>&1 | tee "$out/$name.log" || rc=1
   # What outlived the run (a failure that survives fresh workers points outside them): processes and GPU users.
   { ps -eo pid,ppid,etime,args | grep -E "training\.|nvidia_resiliency|multiprocessing" | grep -v grep
     if command -v nvidia-smi >/dev/null; then nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv; fi
