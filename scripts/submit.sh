@@ -11,7 +11,10 @@
 # Optional: TRAINING_IMAGE_URI (skips the stack lookup), STACK_NAME (stack holding the
 #           `TrainingImageUri` output; default: the first stack in the region that has it),
 #           SUBMIT_PREPARE_DATA=0 (skip the dataset-preparation Job: its shards are already on FSx; the training
-#           reads train.data_dir, or the Job's output directory when that is unset).
+#           reads train.data_dir, or the Job's output directory when that is unset),
+#           SUBMIT_FOLLOW=0 (apply and return; by default submit follows the Job to its end: pod phases and
+#           waiting reasons, FailedScheduling events, every pod's supervisor lines, the podFailurePolicy message,
+#           then Complete (exit 0) or Failed with the reason (exit 1): scripts/follow_job.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,7 +57,8 @@ python -m scripts.validate_k8s --dist "$out"
 job_file="$out/train-$mode.k8s.yaml"
 config_file="$out/training-config.k8s.yaml"
 prep_file="$out/dataset-prep.k8s.yaml"
-files=("$config_file" "$prep_file" "$out/training-service.k8s.yaml" "$job_file")
+prepull_file="$out/image-prepull.k8s.yaml"
+files=("$config_file" "$prep_file" "$out/training-service.k8s.yaml" "$prepull_file" "$job_file")
 for f in "${files[@]}"; do
   [[ -f "$f" ]] || { echo "submit: $f was not synthesized" >&2; exit 1; }
 done
@@ -69,8 +73,10 @@ if kubectl -n "$namespace" get job "$job" >/dev/null 2>&1; then
   exit 1
 fi
 
-echo "== submit [$env_name/$mode]: kubectl apply $(basename "$config_file") =="
+echo "== submit [$env_name/$mode]: kubectl apply $(basename "$config_file") $(basename "$prepull_file") =="
 kubectl apply -f "$config_file"
+# The training image onto every GPU node, the spares included, while the dataset Job runs (charts/image_prepull.py).
+kubectl apply -f "$prepull_file"
 
 if [[ "${SUBMIT_PREPARE_DATA:-1}" == 1 ]]; then
   state=$(kubectl -n "$namespace" get job "$prep" \
@@ -97,6 +103,9 @@ fi
 echo "== submit [$env_name/$mode]: kubectl apply $(basename "$out/training-service.k8s.yaml") $(basename "$job_file") =="
 kubectl apply -f "$out/training-service.k8s.yaml"
 kubectl apply -f "$job_file"
-echo "Submitted. Watch with:"
-echo "  kubectl -n $namespace get pods -l training.fsdp/mode=$mode -w"
-echo "  kubectl -n $namespace logs -f $job-0-<suffix>   # or: kubectl -n $namespace logs -f job/$job"
+if [[ "${SUBMIT_FOLLOW:-1}" != 1 ]]; then
+  echo "Submitted. Follow it with: python -m scripts.follow_job --namespace $namespace --job $job"
+  exit 0
+fi
+echo "== submit [$env_name/$mode]: following Job $namespace/$job to its end (Ctrl-C stops following, not the Job) =="
+exec python -m scripts.follow_job --namespace "$namespace" --job "$job"

@@ -25,7 +25,8 @@ FAILED = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason
 
 def stand_in_kubectl(bin_dir: Path, log: Path, prep_result: dict) -> None:
     """Records every call; ``get job`` finds nothing until the dataset Job was applied, which then reports
-    ``prep_result``; ``apply`` prints what it was given."""
+    ``prep_result``, and the training Job reports Complete once applied (no pods, no events); ``apply`` prints
+    what it was given."""
     (bin_dir / "prep.json").write_text(json.dumps(prep_result))
     script = bin_dir / "kubectl"
     script.write_text(
@@ -33,9 +34,12 @@ def stand_in_kubectl(bin_dir: Path, log: Path, prep_result: dict) -> None:
 echo "$*" >> "{log}"
 case "$*" in
   *"apply -f"*dataset-prep*) touch "{bin_dir}/applied"; echo "job.batch/prep created" ;;
+  *"apply -f"*train-*) touch "{bin_dir}/training"; echo "applied $4" ;;
   *"apply -f"*) echo "applied $4" ;;
   *"get job fsdp-train-prepare-data -o json") cat "{bin_dir}/prep.json" ;;
-  *"get job"*) echo 'Error from server (NotFound)' >&2; exit 1 ;;
+  *"get job"*) [ -e "{bin_dir}/training" ] || {{ echo 'Error from server (NotFound)' >&2; exit 1; }}
+    echo '{json.dumps(COMPLETE)}' ;;
+  *"get pods"*|*"get events"*) echo '{{"items": []}}' ;;
   *logs*) echo "prepare: failed" ;;
 esac
 """
@@ -81,6 +85,7 @@ def test_dataset_job_completes_before_training_is_applied(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stdout + done.stderr
     assert applied(calls) == [
         "training-config.k8s.yaml",
+        "image-prepull.k8s.yaml",
         "dataset-prep.k8s.yaml",
         "training-service.k8s.yaml",
         "train-ft-launcher.k8s.yaml",
@@ -88,19 +93,29 @@ def test_dataset_job_completes_before_training_is_applied(tmp_path: Path) -> Non
     waits = [i for i, c in enumerate(calls) if c == "-n training get job fsdp-train-prepare-data -o json"]
     assert waits and waits[-1] < calls.index(next(c for c in calls if "training-service" in c))
     assert "wait_job: training/fsdp-train-prepare-data: complete" in done.stdout
+    # then it follows the training Job to its end (scripts/follow_job.py)
+    assert "-n training get job fsdp-train-ft-launcher -o json" in calls
+    assert done.stdout.splitlines()[-1] == "== Job training/fsdp-train-ft-launcher: Complete =="
 
 
 def test_a_failed_dataset_job_stops_the_submission(tmp_path: Path) -> None:
     done, calls = submit(tmp_path, FAILED)
     assert done.returncode == 1
-    assert applied(calls) == ["training-config.k8s.yaml", "dataset-prep.k8s.yaml"]
+    assert applied(calls) == ["training-config.k8s.yaml", "image-prepull.k8s.yaml", "dataset-prep.k8s.yaml"]
     assert "the dataset Job did not complete; the training Job was not applied" in done.stderr
 
 
 def test_prepare_data_can_be_skipped(tmp_path: Path) -> None:
-    done, calls = submit(tmp_path, COMPLETE, SUBMIT_PREPARE_DATA="0")
+    done, calls = submit(tmp_path, COMPLETE, SUBMIT_PREPARE_DATA="0", SUBMIT_FOLLOW="0")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert applied(calls) == ["training-config.k8s.yaml", "training-service.k8s.yaml", "train-ft-launcher.k8s.yaml"]
+    assert applied(calls) == [
+        "training-config.k8s.yaml",
+        "image-prepull.k8s.yaml",
+        "training-service.k8s.yaml",
+        "train-ft-launcher.k8s.yaml",
+    ]
+    assert "Submitted. Follow it with: python -m scripts.follow_job --namespace training" in done.stdout
+    assert not any("get job fsdp-train-ft-launcher" in c for c in calls[1:])  # only the "exists already?" check
 
 
 def test_an_unknown_mode_ends_the_submission_before_anything_is_called(tmp_path: Path) -> None:
