@@ -1,25 +1,27 @@
-"""Least-privilege security settings of the training and dataset-preparation pods.
+"""Least-privilege security settings of the training and dataset-preparation pods: Pod Security ``baseline``.
 
-The training container keeps exactly one Linux capability, ``IPC_LOCK``: libfabric's EFA provider pins (mlocks)
-the buffers it registers with the NIC, and the NCCL/EFA stack expects to lock memory beyond the default
-``RLIMIT_MEMLOCK``. Everything else is dropped. The dataset-preparation container needs no capability at all.
+Neither container adds a Linux capability. The training container used to add ``IPC_LOCK`` for EFA: the EFA driver
+pins the memory libfabric registers and checks it against ``RLIMIT_MEMLOCK`` unless the process has
+``CAP_IPC_LOCK`` (the kernel's ``ib_umem_get``); the EFA installer raises that limit to unlimited for the same
+reason. The GPU nodes now give containerd, and so every container, an unlimited ``RLIMIT_MEMLOCK``
+(``stacks/gpu_user_data.py``), so registration passes without the capability, and the training namespace enforces
+Pod Security ``baseline``, which forbids ``IPC_LOCK`` (``stacks/fsx_storage.py``). Kubernetes' Pod Security
+admission has no per-capability exemption, so keeping ``IPC_LOCK`` would have meant ``enforce: privileged`` plus a
+hand-written copy of baseline. ``make preflight`` proves the choice on the nodes: its GPU probe runs with this
+context and checks ``ulimit -l`` unlimited, and its nccl-tests run registers EFA memory with this context.
 
 Both containers:
 
-* ``capabilities.drop: [ALL]`` (``add`` only what is listed above),
+* ``capabilities.drop: [ALL]`` (``add`` only what is listed in :data:`TRAINING_CAPABILITIES`: nothing),
 * ``allowPrivilegeEscalation: false`` (no setuid gain, ``no_new_privs``),
 * ``seccompProfile: RuntimeDefault`` (the container runtime's default syscall filter),
 * ``privileged: false``.
 
 They still run as uid 0: the FSx for Lustre root directory is owned by root, and a root process without
-``CAP_DAC_OVERRIDE``/``CAP_CHOWN`` can only use files that root owns or that are world-accessible. Pods mount no
-service-account token (:data:`AUTOMOUNT_SERVICE_ACCOUNT_TOKEN`): training and dataset preparation call no
-Kubernetes API, and no AWS API either. The GPU nodes' IMDS hop limit of 1 keeps their node role out of the training
-pods; the system nodes, where the dataset-preparation pod runs, keep the managed node group's default (2), so that pod
-could reach the system node role (its worker, CNI, ECR read-only and SSM policies): setting 1 there needs a launch
-template and a check that no add-on on those nodes takes its AWS credentials from instance metadata.
-
-The training namespace's Pod Security admission level is set by ``stacks/fsx_storage.py`` (docs/infrastructure.md).
+``CAP_DAC_OVERRIDE``/``CAP_CHOWN`` can only use files that root owns or that are world-accessible (so not
+``restricted``, which requires a non-root user). Pods mount no service-account token
+(:data:`AUTOMOUNT_SERVICE_ACCOUNT_TOKEN`): training and dataset preparation call no Kubernetes API, and no AWS API
+either. Every node has an IMDS hop limit of 1, so no pod reaches a node role.
 """
 
 from __future__ import annotations
@@ -28,8 +30,26 @@ from collections.abc import Sequence
 
 from cdk8s_plus_36 import k8s
 
-#: The one capability training keeps (EFA memory registration).
-TRAINING_CAPABILITIES: tuple[str, ...] = ("IPC_LOCK",)
+#: Capabilities the training container adds: none (EFA registration relies on the node's unlimited memlock).
+TRAINING_CAPABILITIES: tuple[str, ...] = ()
+#: Capabilities Pod Security ``baseline`` lets a container add (Kubernetes "Pod Security Standards").
+BASELINE_CAPABILITIES = frozenset(
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
+)
 #: Seccomp profile type of every container.
 SECCOMP_PROFILE = "RuntimeDefault"
 #: Pods mount no service-account token.
@@ -47,7 +67,7 @@ def container_security_context(add: Sequence[str] = ()) -> k8s.SecurityContext:
 
 
 def training_security_context() -> k8s.SecurityContext:
-    """The training container's context: :func:`container_security_context` with ``IPC_LOCK`` only."""
+    """The training container's context: :func:`container_security_context` with :data:`TRAINING_CAPABILITIES`."""
     return container_security_context(TRAINING_CAPABILITIES)
 
 

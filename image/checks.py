@@ -1,6 +1,7 @@
 """Checks of the training image, run by ``training/Dockerfile`` at build time and by ``make preflight`` in a pod.
 
     python3 /opt/image/checks.py build   --flags FILE --torch V --cuda V --nccl V --nvrx V --python V --ofi-nccl V
+                                         [--nccl-tests BINARY]
     python3 /opt/image/checks.py runtime --flags FILE --ofi-nccl V [--fsx-dir DIR]
 
 Each check prints one line ``CHECK <name> ok <detail>`` or ``CHECK <name> FAIL <detail>``; the script exits 1 when
@@ -10,7 +11,9 @@ image's Python and in the repository's tests).
 ``build``: the versions of Python, torch (and its CUDA), NCCL and NVRx; every launcher flag the charts generate
 (``image/launcher-flags.txt``) appears in that launcher's ``--help``; libfabric lists its ``efa`` provider
 (``fi_info -l``: a provider registers without an EFA device); the aws-ofi-nccl plugin of the expected release is
-where ``NCCL_NET_PLUGIN=ofi`` makes NCCL look for it.
+where ``NCCL_NET_PLUGIN=ofi`` makes NCCL look for it; every shared library the plugin (and, with ``--nccl-tests``,
+nccl-tests' ``all_reduce_perf``) needs resolves (``ldd``), except the GPU driver's, which the container runtime
+mounts on the node (:data:`DRIVER_LIBRARIES`).
 
 ``runtime`` (on a node, inside the deployed image): the launcher flags and the plugin again, the plugin loads
 (``dlopen`` with the driver present), ``ulimit -l`` is unlimited (EFA registers pinned memory), and, with
@@ -42,6 +45,8 @@ OFI_NCCL_DIRS = ("/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib/x86_64-li
 NCCL_NET_PLUGIN = "ofi"
 OFI_NCCL_PLUGIN = f"libnccl-net-{NCCL_NET_PLUGIN}.so"
 FI_INFO = "/opt/amazon/efa/bin/fi_info"
+#: Libraries of the NVIDIA driver: absent at build time, mounted into the container on a GPU node.
+DRIVER_LIBRARIES = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,30 @@ def ofi_nccl_check(
     return Result("aws-ofi-nccl", True, f"{plugin} is {version}; NCCL loads it from {reachable[0]}")
 
 
+def unresolved_libraries(ldd_output: str) -> list[str]:
+    """The ``<name> => not found`` entries of ``ldd`` output."""
+    return re.findall(r"^\s*(\S+) => not found", ldd_output, re.MULTILINE)
+
+
+def libraries_check(name: str, path: Path, run_ldd: Callable[[Path], str] | None = None) -> Result:
+    """Every shared library ``path`` needs resolves, apart from :data:`DRIVER_LIBRARIES`."""
+    if not path.is_file():
+        return Result(name, False, f"{path} does not exist")
+    try:
+        out = run_ldd(path) if run_ldd is not None else _ldd(path)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Result(name, False, f"ldd {path}: {exc}")
+    missing = [lib for lib in unresolved_libraries(out) if lib not in DRIVER_LIBRARIES]
+    if missing:
+        return Result(name, False, f"{path}: {', '.join(missing)} not found")
+    return Result(name, True, f"{path}: every library resolves (the driver's come from the node)")
+
+
+def _ldd(path: Path) -> str:
+    done = subprocess.run(["ldd", str(path)], capture_output=True, text=True, timeout=60)
+    return done.stdout + done.stderr
+
+
 def plugin_loads_check() -> Result:
     """NCCL's ``dlopen`` of the plugin succeeds (it needs the driver's libraries, so only at run time)."""
     try:
@@ -226,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("torch", "cuda", "nccl", "nvrx", "python"):
         parser.add_argument(f"--{name}", help=f"expected {name} version (build)")
     parser.add_argument("--fsx-dir", type=Path, help="runtime: a directory on the FSx mount to write and read")
+    parser.add_argument("--nccl-tests", type=Path, help="build: nccl-tests' all_reduce_perf, whose libraries to check")
     args = parser.parse_args(argv)
 
     results: list[Result] = []
@@ -239,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         results.append(efa_provider_check(listed.stdout))
     results += launcher_flag_checks(read_flags(args.flags), help_text)
     results.append(ofi_nccl_check(args.ofi_nccl))
+    if args.mode == "build":
+        plugin = find_plugin()
+        results.append(libraries_check("ofi-nccl-libraries", plugin or Path(OFI_NCCL_DIRS[0]) / OFI_NCCL_PLUGIN))
+        if args.nccl_tests is not None:
+            results.append(libraries_check("nccl-tests-libraries", args.nccl_tests))
     if args.mode == "runtime":
         results += [plugin_loads_check(), memlock_check()]
         if args.fsx_dir is not None:

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: Fraction of the EFA line rate that a healthy two-node all_reduce reaches at large messages (the preflight floor).
+#: A conservative choice, to be replaced by the figure measured on the first healthy pair of nodes.
+BUSBW_FLOOR_FRACTION = 0.6
+
 
 @dataclass(frozen=True)
 class NetworkInterfaceSpec:
@@ -40,8 +44,32 @@ class InstanceType:
     local_nvme: bool
     pod_cpu: int
     pod_memory_gib: int
-    hugepages_2mi_gib: int = 5  # the EFA driver preallocates 5128 x 2 MiB; pods ask for 5120Mi
+    #: Network bandwidth of the instance's EFA cards together, Gbit/s (EC2 accelerated-computing specifications).
+    efa_gbps: int = 3200
+    hugepages_2mi_gib: int = 5  # what a training pod requests (hugepages-2Mi: 5120Mi)
+    #: 2 MiB pages the node reserves before its kubelet starts (the user data sets ``vm.nr_hugepages``): the
+    #: 5128 pages the EFA installer configures on an EFA instance (its hugepages setup; libfabric's efa provider
+    #: allocates its internal buffer pools from this pool), which covers the pod's 5120Mi (2560 pages).
+    hugepages_2mi_reserved: int = 5128
     gpudirect_rdma: bool = True  # FI_EFA_USE_DEVICE_RDMA=1
+
+    def __post_init__(self) -> None:
+        if self.hugepages_2mi_reserved * 2 < self.hugepages_2mi_gib * 1024:
+            raise ValueError(
+                f"{self.name}: {self.hugepages_2mi_reserved} reserved 2 MiB pages do not cover the pod's "
+                f"{self.hugepages_2mi_gib} GiB of hugepages"
+            )
+
+    @property
+    def expected_allreduce_busbw_gbs(self) -> float:
+        """The all_reduce bus bandwidth (GB/s) that ``make preflight`` requires between two nodes over EFA.
+
+        A floor derived from the hardware, not a measurement: nccl-tests' bus bandwidth is defined so that it
+        approaches the bottleneck link's speed whatever the rank count (nccl-tests ``doc/PERFORMANCE.md``), and
+        between two nodes that link is each node's EFA bandwidth, ``efa_gbps / 8`` GB/s. The floor is
+        :data:`BUSBW_FLOOR_FRACTION` of it at the largest message size; a fabric that falls back to sockets or
+        runs on a fraction of its cards lands far below it."""
+        return round(self.efa_gbps / 8 * BUSBW_FLOOR_FRACTION, 1)
 
     def network_interfaces(self) -> list[NetworkInterfaceSpec]:
         """Launch-template interfaces, one per network card.
@@ -117,6 +145,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             local_nvme=True,
             pod_cpu=90,
             pod_memory_gib=1050,
+            efa_gbps=400,
         ),
     )
 }

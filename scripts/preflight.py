@@ -187,7 +187,8 @@ def probe_pod(cfg: ProjectConfig, image: str, group: str) -> dict:
     command += ["--fsx-dir", fsx_dir]
     capabilities: dict = {"drop": ["ALL"]}
     if group == "gpu":
-        capabilities["add"] = list(TRAINING_CAPABILITIES)
+        if TRAINING_CAPABILITIES:
+            capabilities["add"] = list(TRAINING_CAPABILITIES)
         placement = {
             "nodeSelector": node_selector(cfg, cfg.instance),
             "tolerations": gpu_node_tolerations(cfg),

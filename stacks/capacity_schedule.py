@@ -8,9 +8,12 @@ moment of synthesis (``now``):
 * a scheduled scale-in to 0 ``capacity.scale_in_minutes_before_end`` (more than 30) minutes before ``end``, so the
   node termination handler can drain the pods (and training checkpoint) before EC2 reclaims the instances.
 
-CloudFormation refuses a scheduled action whose start time is in the past, so an action whose time has passed is
-left out: a stack deployed while the block runs gets its nodes at once and only the scale-in action; a stack
-deployed after the scale-in time gets 0 nodes and a synth warning. On-demand and ODCR groups have no actions. The
+EC2 Auto Scaling refuses a scheduled action whose start time is in the past, and the template is deployed some
+time after it is synthesized, so no action due within ``capacity.schedule_margin_minutes`` (default 60) of the
+planning time ``now`` goes into the template: a stack deployed while the block runs gets its nodes at once and only
+the scale-in action; a scale-in that close, or past, gives 0 nodes and a synth warning; a block start that close
+stops synth (:class:`ScheduleTooClose`) until the block has started, since neither the action nor nodes before the
+start can be deployed. On-demand and ODCR groups have no actions. The
 group's size is ``node_count + spare_nodes`` (``GpuNodesConfig.group_size``). The Auto Scaling group's
 ``AutoScalingScheduledAction`` update policy keeps a later deploy from resetting a size that an action (or an
 operator) changed.
@@ -19,14 +22,19 @@ operator) changed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from aws_cdk import Annotations
 from aws_cdk import aws_autoscaling as autoscaling
 from constructs import Construct
 
-from platform_config import ProjectConfig
+from platform_config import ConfigError, ProjectConfig
 from platform_config.schema import CapacityType
+
+
+class ScheduleTooClose(ConfigError):
+    """A Capacity Block starts so soon after the planning time that its scale-out action could be past at deploy
+    (a :class:`ConfigError`: ``cdk synth`` ends with its message, not a traceback)."""
 
 
 @dataclass(frozen=True)
@@ -54,15 +62,25 @@ def capacity_plan(cfg: ProjectConfig, now: datetime) -> CapacityPlan:
         return CapacityPlan(desired=nodes.group_size)
     start, scale_in = cap.start, cap.scale_in_at
     assert start is not None and scale_in is not None  # the schema requires both for a Capacity Block
-    if now < start:
+    deployed = now + timedelta(minutes=cap.schedule_margin_minutes)  # the earliest time an action may be due
+    if deployed <= start:
         return CapacityPlan(desired=None, scale_out_at=start, scale_in_at=scale_in)
-    if now < scale_in:
+    if now < start:
+        raise ScheduleTooClose(
+            f"gpu_nodes.capacity.start {iso(start)} is less than capacity.schedule_margin_minutes "
+            f"({cap.schedule_margin_minutes}) after the planning time {iso(now)}: the scale-out action could be in "
+            "the past when CloudFormation creates it. Synthesize and deploy the GPU stack once the block has started "
+            "(it then gets its nodes at once), or pass -c now=<the expected deploy time>."
+        )
+    if deployed < scale_in:
         return CapacityPlan(desired=nodes.group_size, scale_in_at=scale_in)
     return CapacityPlan(
         desired=0,
         warning=(
-            f"gpu_nodes.capacity: the Capacity Block {cap.reservation_id} scaled in at {iso(scale_in)} (end "
-            f"{iso(cap.end)}); the GPU group stays at 0 nodes. Set start/end and reservation_id of your next block."  # type: ignore[arg-type]
+            f"gpu_nodes.capacity: the Capacity Block {cap.reservation_id} scales in at {iso(scale_in)} (end "
+            f"{iso(cap.end)}), less than schedule_margin_minutes ({cap.schedule_margin_minutes}) after the planning "
+            f"time {iso(now)} or already past; the GPU group stays at 0 nodes. Set start/end and reservation_id of "
+            "your next block."  # type: ignore[arg-type]
         ),
     )
 

@@ -11,8 +11,10 @@ from constructs import Construct
 
 from platform_config import ProjectConfig
 from stacks.addons import Addons, AddonsProps
+from stacks.alarm_topic import AlarmTopic, AlarmTopicProps
 from stacks.cluster import EksCluster, EksClusterProps
 from stacks.device_plugins import DevicePlugins, DevicePluginsProps
+from stacks.log_retention import LogRetention, LogRetentionProps
 from stacks.network import Network, NetworkProps
 from stacks.observability import Observability, ObservabilityProps
 from stacks.system_node_group import SystemNodeGroup, SystemNodeGroupProps
@@ -24,10 +26,13 @@ class ClusterStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, cfg: ProjectConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.network = Network(self, "Network", NetworkProps(cfg=cfg))
+        self.logs = LogRetention(self, "Logs", LogRetentionProps(cfg=cfg))
         self.eks = EksCluster(
             self, "Eks", EksClusterProps(cfg=cfg, vpc=self.network.vpc, subnets=self.network.private_subnets)
         )
         cluster = self.eks.cluster
+        cluster.node.add_dependency(self.logs.control_plane)  # EKS must find the group, not create it
+        self.alarm_topic = AlarmTopic(self, "AlarmTopic", AlarmTopicProps(cfg=cfg))
         self.system_nodes = SystemNodeGroup(
             self, "SystemNodes", SystemNodeGroupProps(cfg=cfg, cluster=cluster, subnets=self.network.private_subnets)
         )
@@ -39,6 +44,8 @@ class ClusterStack(Stack):
         self.device_plugins = DevicePlugins(
             self, "DevicePlugins", DevicePluginsProps(cfg=cfg, cluster=cluster, after=[self.system_nodes.nodegroup])
         )
+        for group in self.logs.container_groups:
+            self.system_nodes.nodegroup.node.add_dependency(group)  # before Fluent Bit can create it
         self.observability = Observability(
             self,
             "Observability",
@@ -47,6 +54,7 @@ class ClusterStack(Stack):
                 cluster=cluster,
                 depends_on=[self.system_nodes.nodegroup],
                 addon_version=cfg.cluster.addon_versions["amazon-cloudwatch-observability"],
+                alarm_topic=self.alarm_topic.topic,
             ),
         )
 

@@ -1,4 +1,5 @@
-"""FSx for Lustre SCRATCH_2 in the GPU subnet, its client rules, the static PV/PVC, namespace and service account."""
+"""FSx for Lustre SCRATCH_2 in the GPU subnet, its client rules, the checkpoint export, the static PV/PVC, namespace
+and service account."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from aws_cdk import aws_fsx as fsx
 from constructs import Construct
 
 from platform_config import ProjectConfig
+from stacks.checkpoint_export import CheckpointExport, CheckpointExportProps
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 #: Lustre's TCP ports (FSx for Lustre user guide, "File system access control with Amazon VPC"): 988 and 1018-1023.
 LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
-#: Pod Security admission of the training namespace: ``enforce`` privileged, because the training container adds
-#: ``IPC_LOCK`` (EFA memory registration), which the ``baseline`` level forbids; ``warn``/``audit`` at ``baseline``
-#: so anything else that would not pass baseline is reported on apply and in the audit log. The pods themselves drop
-#: every other capability and run with seccomp RuntimeDefault (charts/pod_security.py).
-POD_SECURITY_LEVELS = {"enforce": "privileged", "warn": "baseline", "audit": "baseline"}
+#: Pod Security admission of the training namespace: ``baseline`` in every mode. The training pods add no
+#: capability (EFA memory registration relies on the GPU nodes' unlimited memlock, charts/pod_security.py), so the
+#: namespace refuses any pod that asks for more than baseline allows (privileged, host namespaces, hostPath, added
+#: capabilities beyond baseline's list such as IPC_LOCK or SYS_ADMIN).
+POD_SECURITY_LEVELS = {"enforce": "baseline", "warn": "baseline", "audit": "baseline"}
 
 
 def pod_security_labels(cfg: ProjectConfig) -> dict[str, str]:
@@ -117,8 +119,15 @@ class FsxStorage(Construct):
     group also admits itself (the aws_fsx default). The PV is built from the file system's id, DNS name and mount
     name: CDK tokens that CloudFormation resolves at deploy time (no synth-time lookups, no values copied by hand).
 
+    Checkpoints outlive the file system: ``storage.export_path`` is exported to a retained S3 bucket
+    (:class:`~stacks.checkpoint_export.CheckpointExport`), and the file system itself is retained on stack deletion
+    and on replacement (``DeletionPolicy``/``UpdateReplacePolicy: Retain``), so neither ``cdk destroy`` nor a
+    capacity change deletes the last checkpoints before their export finished; the old file system is deleted by
+    hand once its export is checked (docs/deploy.md).
+
     Attributes:
         file_system: the FSx for Lustre file system.
+        export: the checkpoint bucket and its data repository association.
         namespace_manifest: namespace + service account.
         volume_manifest: PV + PVC.
     """
@@ -134,8 +143,9 @@ class FsxStorage(Construct):
             storage_capacity_gib=cfg.storage.fsx_capacity_gib,
             file_system_type_version=fsx.FileSystemTypeVersion.V_2_15,
             lustre_configuration=fsx.LustreConfiguration(deployment_type=fsx.LustreDeploymentType.SCRATCH_2),
-            removal_policy=RemovalPolicy.DESTROY,
+            removal_policy=RemovalPolicy.RETAIN,
         )
+        self.export = CheckpointExport(self, "Export", CheckpointExportProps(cfg=cfg, file_system=self.file_system))
         fsx_sg = self.file_system.connections.security_groups[0]
         for index, client in enumerate(props.client_security_groups):
             for low, high in LUSTRE_PORTS:

@@ -38,11 +38,13 @@ ROLLING_UPDATE_PAUSE = "PT10M"
 
 
 def gpu_ami_parameter_name(cfg: ProjectConfig) -> str:
-    """SSM parameter of the recommended AL2023 NVIDIA EKS AMI for the cluster's Kubernetes minor."""
-    return (
-        f"/aws/service/eks/optimized-ami/{cfg.cluster.kubernetes_version}/amazon-linux-2023/x86_64/nvidia/"
-        "recommended/image_id"
-    )
+    """SSM parameter of the AL2023 NVIDIA EKS AMI: the release-specific one of ``gpu_nodes.ami_release``
+    (``.../nvidia/amazon-eks-node-al2023-x86_64-nvidia-<k8s>-<release>/image_id``, whose value never changes), or,
+    in a demo without a release, ``.../nvidia/recommended/image_id`` (which moves with every AMI AWS publishes)."""
+    k8s = cfg.cluster.kubernetes_version
+    release = cfg.gpu_nodes.ami_release
+    leaf = f"amazon-eks-node-al2023-x86_64-nvidia-{k8s}-{release}" if release else "recommended"
+    return f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/x86_64/nvidia/{leaf}/image_id"
 
 
 def network_interfaces(cfg: ProjectConfig, security_group_ids: list[str]) -> list[dict]:

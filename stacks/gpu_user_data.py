@@ -7,6 +7,16 @@ labels (kubelet ``--node-labels``: the KubeletConfiguration has no field for the
 (KubeletConfiguration ``registerWithTaints``, instead of the deprecated ``--register-with-taints`` flag)
 that the training charts select and tolerate.
 
+A ``text/cloud-boothook`` part runs first, at every boot, before ``nodeadm`` configures and starts containerd and
+the kubelet (the AMI's ``nodeadm-run.service`` is ordered after ``cloud-final.service``). It
+
+* reserves the instance table's 2 MiB hugepages (``vm.nr_hugepages``): the kubelet reports ``hugepages-2Mi`` only for
+  pages reserved when it starts, and a training pod that requests them stays Pending on a node without them. It
+  raises the count, never lowers it, and fails loudly (console log) when the kernel could not reserve them all;
+* gives containerd, and so every container, an unlimited ``RLIMIT_MEMLOCK`` (a systemd drop-in): the EFA driver
+  pins registered memory against that limit (or needs ``CAP_IPC_LOCK``), so the training pods need no added
+  capability and the namespace can enforce Pod Security ``baseline`` (docs/infrastructure.md).
+
 ``gpu_node_labels`` / ``gpu_node_taints`` are the single source of what the node carries: the
 charts test their ``nodeSelector`` and ``tolerations`` against them.
 """
@@ -104,6 +114,29 @@ def node_config(cfg: ProjectConfig, cluster: ClusterConnection) -> dict:
     return {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
 
 
+#: systemd drop-in that lifts containerd's (and its containers') locked-memory limit.
+MEMLOCK_DROPIN = "/etc/systemd/system/containerd.service.d/90-memlock-unlimited.conf"
+
+
+def boothook(cfg: ProjectConfig) -> str:
+    """The boothook: ``cfg.instance.hugepages_2mi_reserved`` 2 MiB pages, and unlimited locked memory for containerd."""
+    pages = cfg.instance.hugepages_2mi_reserved
+    return (
+        "#cloud-boothook\n"
+        "#!/bin/bash\n"
+        "set -euo pipefail\n"
+        "# Containers inherit containerd's RLIMIT_MEMLOCK: EFA memory registration needs it unlimited.\n"
+        f"mkdir -p {MEMLOCK_DROPIN.rsplit('/', 1)[0]}\n"
+        f"printf '[Service]\\nLimitMEMLOCK=infinity\\n' > {MEMLOCK_DROPIN}\n"
+        "# Reserve 2 MiB hugepages before the kubelet starts (it reports only pages reserved at its start).\n"
+        f"want={pages}\n"
+        "have=$(cat /proc/sys/vm/nr_hugepages)\n"
+        'if [ "$have" -lt "$want" ]; then sysctl -w vm.nr_hugepages="$want"; fi\n'
+        "got=$(cat /proc/sys/vm/nr_hugepages)\n"
+        'if [ "$got" -lt "$want" ]; then echo "hugepages: reserved $got of $want 2 MiB pages" >&2; exit 1; fi\n'
+    )
+
+
 def mime_user_data(cfg: ProjectConfig, cluster: ClusterConnection) -> str:
     """The whole user data document (plain text; the launch template base64-encodes it)."""
     body = yaml.dump(
@@ -112,6 +145,11 @@ def mime_user_data(cfg: ProjectConfig, cluster: ClusterConnection) -> str:
     return (
         "MIME-Version: 1.0\n"
         f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n'
+        "\n"
+        f"--{MIME_BOUNDARY}\n"
+        'Content-Type: text/cloud-boothook; charset="us-ascii"\n'
+        "\n"
+        f"{boothook(cfg)}"
         "\n"
         f"--{MIME_BOUNDARY}\n"
         "Content-Type: application/node.eks.aws\n"

@@ -11,7 +11,8 @@ from stacks.fsx_storage import FsxStorage, FsxStorageProps
 
 
 class StorageStack(Stack):
-    """Scratch storage with its own lifecycle (resize = replace). Outputs ``FsxFileSystemId``."""
+    """Scratch storage with its own lifecycle (resize = replace). Outputs ``FsxFileSystemId`` and
+    ``CheckpointBucket``."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, cfg: ProjectConfig, platform: ClusterStack, **kwargs
@@ -32,4 +33,10 @@ class StorageStack(Stack):
         )
         CfnOutput(
             self, "FsxFileSystemId", value=self.storage.file_system.file_system_id, description="FSx for Lustre id"
+        )
+        CfnOutput(
+            self,
+            "CheckpointBucket",
+            value=self.storage.export.bucket.bucket_name,
+            description="S3 bucket that keeps every exported checkpoint (retained on delete)",
         )

@@ -27,6 +27,8 @@ def build_args(cfg: ProjectConfig) -> dict[str, str]:
     image = cfg.image
     return {
         "BASE_IMAGE": image.base_image,
+        "BUILD_IMAGE": image.build_image,
+        "NCCL_TESTS_COMMIT": image.nccl_tests_commit,
         "UBUNTU_SNAPSHOT": image.ubuntu_snapshot,
         "EFA_INSTALLER_VERSION": image.efa_installer_version,
         "AWS_OFI_NCCL_VERSION": image.aws_ofi_nccl_version,

@@ -21,8 +21,20 @@ class ImageConfig(_Strict):
     the Dockerfile checks the versions below at build time and fails loudly on a mismatch.
     """
 
-    #: Base image (public registry, explicit tag or digest): CUDA 13.0 user space on Ubuntu 24.04 (glibc 2.39).
-    base_image: str = "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04"
+    #: Base image (public registry, pinned by ``@sha256:`` digest; a tag may stay in front for readers): CUDA 13.0
+    #: user space on Ubuntu 24.04 (glibc 2.39). A tag alone can be re-pushed, so the same configuration could build
+    #: a different image; the digest cannot (docs/image.md says where this one comes from).
+    base_image: str = (
+        "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04"
+        "@sha256:2ab6381d970b211fb93853796dc6707eb8a72575a375c422b17cf4d8b2641701"
+    )
+    #: The CUDA devel image (same CUDA, same Ubuntu, digest-pinned) that compiles nccl-tests in a build stage.
+    build_image: str = (
+        "nvcr.io/nvidia/cuda:13.0.2-devel-ubuntu24.04"
+        "@sha256:5dc1bca23d05bd37b011be68ec470c03b403a5da07ec3a86e41af9470e9d0cc6"
+    )
+    #: Commit of github.com/NVIDIA/nccl-tests whose all_reduce_perf the image carries (tag v2.19.6).
+    nccl_tests_commit: str = Field(default="a0b82b2260cf5152b9f8c061bbf7eaf0ba096432", pattern=r"^[0-9a-f]{40}$")
     #: snapshot.ubuntu.com timestamp the image's apt packages are installed from (``YYYYMMDDTHHMMSSZ``).
     ubuntu_snapshot: str = Field(default="20261115T000000Z", pattern=r"^\d{8}T\d{6}Z$")
     #: Python of the image (Ubuntu 24.04's python3) and the wheel tag ``make check-image`` resolves for.
@@ -39,7 +51,7 @@ class ImageConfig(_Strict):
     #: Use a prebuilt image instead of the CDK asset (None = build the asset).
     uri_override: str | None = None
 
-    @field_validator("base_image")
+    @field_validator("base_image", "build_image")
     @classmethod
     def _base(cls, v: str) -> str:
         if _PRIVATE_REGISTRY.match(v):
@@ -48,7 +60,9 @@ class ImageConfig(_Strict):
                 "(aws/aws-cdk#17268); use a public base (nvcr.io, public.ecr.aws, docker.io) or build elsewhere "
                 "and set image.uri_override"
             )
-        name = v.rsplit("/", 1)[-1]
-        if "@sha256:" not in v and (":" not in name or name.endswith(":latest")):
-            raise ValueError("must name an explicit tag (not latest) or a @sha256: digest")
+        if not re.search(r"@sha256:[0-9a-f]{64}$", v):
+            raise ValueError(
+                "must be pinned by digest, <image>[:tag]@sha256:<64 hex digits> (docker buildx imagetools inspect "
+                "<image:tag> prints it): a tag alone can be re-pushed"
+            )
         return v

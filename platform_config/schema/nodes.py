@@ -39,6 +39,11 @@ class CapacityConfig(_Strict):
     #: Instances the reservation holds (the ODCR's instance count, the Capacity Block's size): the GPU group's
     #: ``node_count + spare_nodes`` must fit in it, or a spare (or a training node) would never launch.
     reserved_instances: int | None = Field(default=None, ge=1)
+    #: Minutes between synthesis and the deploy reaching the GPU stack's scheduled actions (a first deploy creates
+    #: the cluster first). A scheduled time closer than this to the planning time could be past when
+    #: CloudFormation creates the action, which EC2 Auto Scaling refuses: a scale-in that close is treated as
+    #: passed (0 nodes), a block start that close stops synth until the block has started.
+    schedule_margin_minutes: int = Field(default=60, ge=0, le=1440)
 
     @model_validator(mode="after")
     def _reservation(self) -> CapacityConfig:
@@ -98,6 +103,12 @@ class GpuNodesConfig(_Strict):
     #: Taints the GPU nodes register with, ``key[=value]:Effect`` (written into the NodeConfig's kubelet
     #: ``registerWithTaints``); the training pods tolerate exactly these.
     node_taints: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu=true:NoSchedule"])
+    #: Release of the EKS-optimized AL2023 NVIDIA AMI, ``vYYYYMMDD`` (e.g. ``v20261115``; the AMI
+    #: ``amazon-eks-node-al2023-x86_64-nvidia-<k8s>-<release>``), read at deploy from its release-specific SSM
+    #: parameter, so that a new AMI reaches the nodes only through an edit of this field (docs/deploy.md). Required
+    #: with ``environment_kind: deploy``; None (demo only) follows ``recommended/image_id``, which rolls every node
+    #: on the first deploy after AWS publishes a new AMI.
+    ami_release: str | None = Field(default=None, pattern=r"^v\d{8}$")
 
     @field_validator("node_taints")
     @classmethod

@@ -70,6 +70,7 @@ class ProjectConfig(_Strict):
         if (self.inprocess.min_world_size or 0) > self.gpu_nodes.node_count * self.instance.gpus:
             raise ValueError("inprocess.min_world_size exceeds the world size (node_count x GPUs per node)")
         self._check_access()
+        self._check_operations()
         self._check_dataset_prep()
         return self
 
@@ -93,6 +94,30 @@ class ProjectConfig(_Strict):
                         f"{', '.join(DOCUMENTATION_CIDRS)}) and admits nobody; with environment_kind 'deploy' set "
                         "your office/VPN CIDR, or cluster.endpoint_access: private"
                     )
+
+    def _check_operations(self) -> None:
+        """Outside ``demo``: a pinned GPU AMI and alarms that reach someone (docs/deploy.md)."""
+        if self.environment_kind == "demo":
+            return
+        c = self.cluster
+        if not self.gpu_nodes.ami_release:
+            raise ValueError(
+                "gpu_nodes.ami_release is required with environment_kind 'deploy' (got null): pin the EKS AL2023 "
+                "NVIDIA AMI release, e.g. v20261115 (aws ssm get-parameter --name /aws/service/eks/optimized-ami/"
+                f"{c.kubernetes_version}/amazon-linux-2023/x86_64/nvidia/recommended/release_version), so that a new "
+                "AMI never rolls the GPU nodes on a routine deploy"
+            )
+        obs = self.observability
+        if not obs.emf_metrics:
+            raise ValueError(
+                "observability.emf_metrics must be true with environment_kind 'deploy' (got false): the alarms "
+                "read the training's metrics"
+            )
+        if not (obs.alarm_email or obs.alarm_topic_arn):
+            raise ValueError(
+                "observability.alarm_email or observability.alarm_topic_arn is required with environment_kind "
+                "'deploy': the alarms must reach someone"
+            )
 
     def _check_dataset_prep(self) -> None:
         """The dataset Job must fit on a system node next to its DaemonSets and controllers (half a node)."""

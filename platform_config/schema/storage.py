@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from platform_config.schema.base import _Strict
 
@@ -18,6 +18,10 @@ class StorageConfig(_Strict):
     #: Static PersistentVolume / PersistentVolumeClaim names (PV made by the CDK app, claim used by the charts).
     pv_name: str = "fsx-lustre-pv"
     pvc_name: str = "fsx-lustre"
+    #: Directory under the FSx root that is linked to the checkpoint bucket (a data repository association with
+    #: automatic export): every file written or changed there is copied to S3, and the bucket outlives the stack.
+    #: ``runs`` holds every training run's checkpoints (charts/names.py: ``<mount_path>/runs/<job>-<mode>``).
+    export_path: str = Field(default="/runs", pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
 
     @field_validator("fsx_capacity_gib")
     @classmethod

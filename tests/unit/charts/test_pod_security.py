@@ -9,6 +9,7 @@ from cdk8s_plus_36 import k8s
 from charts.dataset_job import DatasetJob
 from charts.pod_security import (
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
+    BASELINE_CAPABILITIES,
     container_security_context,
     dataset_security_context,
     pod_security_context,
@@ -20,7 +21,7 @@ from tests.unit.charts.conftest import IMAGE, bare_chart, synth_job, trainer
 TRAINING = {
     "allowPrivilegeEscalation": False,
     "privileged": False,
-    "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]},
+    "capabilities": {"drop": ["ALL"]},
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 
@@ -35,8 +36,13 @@ def as_json(context: k8s.SecurityContext) -> dict:
     return pod["spec"]["containers"][0]["securityContext"]
 
 
-def test_training_keeps_only_ipc_lock() -> None:
+def test_training_adds_no_capability() -> None:
     assert as_json(training_security_context()) == TRAINING
+
+
+def test_baseline_capability_list_is_the_pod_security_standards_one() -> None:
+    """Pod Security Standards, baseline, "Capabilities": the thirteen a container may add; IPC_LOCK is not one."""
+    assert len(BASELINE_CAPABILITIES) == 13 and "IPC_LOCK" not in BASELINE_CAPABILITIES
 
 
 def test_dataset_keeps_no_capability() -> None:
@@ -54,6 +60,12 @@ def test_added_capabilities_are_exactly_the_ones_asked_for() -> None:
 def test_every_training_job_is_least_privilege(cfg, mode: RecoveryMode) -> None:
     job = synth_job(cfg, mode)
     assert trainer(job)["securityContext"] == TRAINING
+    pod_spec = job["spec"]["template"]["spec"]
+    for c in pod_spec.get("initContainers", []) + pod_spec["containers"]:
+        assert set(c.get("securityContext", {}).get("capabilities", {}).get("add", [])) <= BASELINE_CAPABILITIES
+        assert not c.get("securityContext", {}).get("privileged", False)
+    assert not any(pod_spec.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
+    assert not any("hostPath" in v for v in pod_spec.get("volumes", []))
     pod = job["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is AUTOMOUNT_SERVICE_ACCOUNT_TOKEN is False
     assert pod["securityContext"] == {

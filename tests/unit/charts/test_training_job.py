@@ -55,7 +55,7 @@ def test_pod_dns_storage_and_security(cfg):
     assert volumes["fsx"]["persistentVolumeClaim"]["claimName"] == cfg.storage.pvc_name
     assert mounts["dshm"] == "/dev/shm"
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{cfg.job.shm_size_gib}Gi"}
-    assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}  # Pod Security baseline: nothing added
     env = {e["name"]: e for e in c["env"]}
     assert env["NVRX_INPROCESS_STORE_PORT"]["value"] == str(cfg.job.inprocess_store_port)
     assert "NVRX_INPROCESS_STORE_HOST" not in env  # NVRx never read it (its store host is MASTER_ADDR)

@@ -193,3 +193,23 @@ def test_build_mode_needs_every_version(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "build needs --cuda --nccl --nvrx --python" in done.stderr
+
+
+def test_libraries_resolve_for_a_real_binary() -> None:
+    result = checks.libraries_check("x", Path("/bin/ls"))
+    assert result.ok and result.detail.startswith("/bin/ls: every library resolves")
+
+
+def test_a_missing_library_is_named_but_the_drivers_are_allowed(tmp_path: Path) -> None:
+    """A real shared object linked against a library that is then removed: ldd reports it not found."""
+    (tmp_path / "dep.c").write_text("int dep(void) { return 1; }\n")
+    (tmp_path / "use.c").write_text("int dep(void); int use(void) { return dep(); }\n")
+    cc = ["cc", "-shared", "-fPIC", "-o"]
+    subprocess.run([*cc, str(tmp_path / "libdep.so"), str(tmp_path / "dep.c")], check=True)
+    subprocess.run([*cc, str(tmp_path / "libuse.so"), str(tmp_path / "use.c"), f"-L{tmp_path}", "-ldep"], check=True)
+    (tmp_path / "libdep.so").unlink()
+    result = checks.libraries_check("plugin", tmp_path / "libuse.so")
+    assert not result.ok and result.detail.endswith("libdep.so not found")
+    recorded = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibcuda.so.1 => not found\n\tlibnvidia-ml.so.1 => not found\n"
+    assert checks.libraries_check("plugin", Path("/bin/ls"), run_ldd=lambda _: recorded).ok
+    assert not checks.libraries_check("plugin", tmp_path / "absent.so").ok

@@ -59,8 +59,8 @@ def test_defaults_are_valid_and_documented_values() -> None:
             "image.base_image",
             "private ECR registry",
         ),
-        ({"image": {"base_image": "nvcr.io/nvidia/cuda:latest"}}, "image.base_image", "explicit tag"),
-        ({"image": {"base_image": "ubuntu"}}, "image.base_image", "explicit tag"),
+        ({"image": {"base_image": "nvcr.io/nvidia/cuda:latest"}}, "image.base_image", "pinned by digest"),
+        ({"image": {"base_image": "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04"}}, "image.base_image", "digest"),
         ({"image": {"ubuntu_snapshot": "2026-11-15"}}, "image.ubuntu_snapshot", "pattern"),
         (
             {"gpu_nodes": {"capacity": {"type": "on-demand", "start": "2027-01-04T11:30:00Z"}}},
@@ -180,11 +180,19 @@ def test_deploy_refuses_documentation_cidrs(cidr: str) -> None:
     assert f"cluster.public_access_cidrs entry '{cidr}' is a documentation range (RFC 5737" in message
 
 
+#: What a deploy environment needs besides access (a pinned GPU AMI, alarms that reach someone).
+DEPLOY_OPERATIONS = {
+    "gpu_nodes": {"ami_release": "v20261115"},
+    "observability": {"emf_metrics": True, "alarm_email": "oncall@example.com"},
+}
+
+
 def test_deploy_with_real_access_settings_is_valid() -> None:
     public = config_from_dict(
         {
             "environment_kind": "deploy",
             "cluster": {"admin_principal_arn": ADMIN, "public_access_cidrs": ["198.18.0.0/24"]},
+            **DEPLOY_OPERATIONS,
         }
     )
     assert public.cluster.admin_principal_arn == ADMIN
@@ -192,11 +200,16 @@ def test_deploy_with_real_access_settings_is_valid() -> None:
     wide = {
         "environment_kind": "deploy",
         "cluster": {"admin_principal_arn": ADMIN, "public_access_cidrs": ["0.0.0.0/0"]},
+        **DEPLOY_OPERATIONS,
     }
     assert config_from_dict(wide).cluster.public_access_cidrs == ["0.0.0.0/0"]
     # a private endpoint never uses the CIDRs, so the inherited placeholder does not matter there
     private = config_from_dict(
-        {"environment_kind": "deploy", "cluster": {"admin_principal_arn": ADMIN, "endpoint_access": "private"}}
+        {
+            "environment_kind": "deploy",
+            "cluster": {"admin_principal_arn": ADMIN, "endpoint_access": "private"},
+            **DEPLOY_OPERATIONS,
+        }
     )
     assert private.cluster.public_access_cidrs == ["203.0.113.0/24"]
 
@@ -252,7 +265,7 @@ def test_image_pins_what_the_gpu_runs_proved() -> None:
         "2.28.9",
         "3.12",
     )
-    assert image.base_image == "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04"
+    assert image.base_image.startswith("nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04@sha256:")
     digest = "nvcr.io/nvidia/cuda@sha256:" + "0" * 64
     assert config_from_dict({"image": {"base_image": digest}}).image.base_image == digest
 

@@ -123,7 +123,8 @@ def test_gpu_probe_runs_like_the_training_pod() -> None:
     cfg = load_config()
     spec = probe_pod(cfg, "img", "gpu")["spec"]
     (container,) = spec["containers"]
-    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    # the training container's context: Pod Security baseline, no capability added (charts/pod_security.py)
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert spec["nodeSelector"] == {
         "workload": "training",
         "node-group": "gpu-efa",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from platform_config import config_from_dict
-from stacks.capacity_schedule import CapacityPlan, capacity_plan, iso
+from stacks.capacity_schedule import CapacityPlan, ScheduleTooClose, capacity_plan, iso
 from tests.helpers.stack_synth import Synthesized
 from tests.unit.stacks.conftest import resources
 
@@ -36,7 +36,7 @@ def test_while_the_block_runs_only_the_scale_in_is_left(now: datetime) -> None:
 def test_after_the_scale_in_the_group_stays_empty_with_a_warning(now: datetime) -> None:
     plan = capacity_plan(block_cfg(), now)
     assert (plan.desired, plan.scale_out_at, plan.scale_in_at) == (0, None, None)
-    assert plan.warning is not None and "scaled in at 2027-01-18T10:30:00Z (end 2027-01-18T11:30:00Z)" in plan.warning
+    assert plan.warning is not None and "scales in at 2027-01-18T10:30:00Z (end 2027-01-18T11:30:00Z)" in plan.warning
 
 
 def test_scale_in_lead_follows_the_config() -> None:
@@ -105,3 +105,34 @@ def test_spares_must_fit_under_max_nodes() -> None:
 
     with pytest.raises(ConfigError, match=r"node_count \+ spare_nodes <= max_nodes, got 0 <= 2 <= 3 <= 2"):
         config_from_dict({"gpu_nodes": {"node_count": 2, "spare_nodes": 1, "max_nodes": 2}})
+
+
+def test_no_action_within_the_deploy_margin_enters_the_template() -> None:
+    """Synthesized 59 minutes before the start (margin 60): the scale-out action could be past at deploy, so synth
+    stops with the reason; 61 minutes before, both actions are planned."""
+    with pytest.raises(ScheduleTooClose, match=r"start 2027-01-04T11:30:00Z is less than .*schedule_margin_minutes"):
+        capacity_plan(block_cfg(), START - timedelta(minutes=59))
+    early = capacity_plan(block_cfg(), START - timedelta(minutes=61))
+    assert (early.scale_out_at, early.scale_in_at) == (START, SCALE_IN)
+
+
+def test_a_scale_in_within_the_margin_counts_as_passed() -> None:
+    plan = capacity_plan(block_cfg(), SCALE_IN - timedelta(minutes=30))
+    assert (plan.desired, plan.scale_out_at, plan.scale_in_at) == (0, None, None)
+    assert plan.warning is not None and "less than schedule_margin_minutes (60)" in plan.warning
+    assert capacity_plan(block_cfg(), SCALE_IN - timedelta(minutes=61)).scale_in_at == SCALE_IN
+
+
+def test_every_planned_action_is_at_least_the_margin_after_now() -> None:
+    """Whatever the planning time, no StartTime in the plan is earlier than now + schedule_margin_minutes."""
+    for minutes in range(-24 * 60, 16 * 24 * 60, 17):
+        now = START + timedelta(minutes=minutes)
+        for margin in (0, 60, 240):
+            cfg = block_cfg(schedule_margin_minutes=margin)
+            try:
+                plan = capacity_plan(cfg, now)
+            except ScheduleTooClose:
+                assert now < START < now + timedelta(minutes=margin)
+                continue
+            for at in (plan.scale_out_at, plan.scale_in_at):
+                assert at is None or at >= now + timedelta(minutes=margin)

@@ -75,15 +75,19 @@ def test_every_node_group_that_mounts_fsx_carries_the_client_group(any_env: Synt
     lt = only(any_env.template_json(any_env.platform.gpu), "AWS::EC2::LaunchTemplate")["Properties"]
     for nic in lt["LaunchTemplateData"]["NetworkInterfaces"]:
         assert any("ClusterSecurityGroupId" in json.dumps(g) for g in nic["Groups"])
-    ng = only(any_env.template_json(any_env.platform.cluster), "AWS::EKS::Nodegroup")["Properties"]
-    assert "LaunchTemplate" not in ng  # so EKS attaches the cluster security group to the system nodes
+    tpl = any_env.template_json(any_env.platform.cluster)
+    ng = only(tpl, "AWS::EKS::Nodegroup")["Properties"]
+    lt_id = ng["LaunchTemplate"]["Id"]["Ref"]
+    data = tpl["Resources"][lt_id]["Properties"]["LaunchTemplateData"]
+    # no security group and no interfaces in the launch template: EKS attaches the cluster security group itself
+    assert not {"SecurityGroupIds", "SecurityGroups", "NetworkInterfaces"} & data.keys()
 
 
 def test_namespace_pod_security_and_service_account_without_token() -> None:
     cfg = load_config()
     labels = training_namespace(cfg)["metadata"]["labels"]
     assert labels == {
-        "pod-security.kubernetes.io/enforce": "privileged",
+        "pod-security.kubernetes.io/enforce": "baseline",
         "pod-security.kubernetes.io/enforce-version": "v1.36",
         "pod-security.kubernetes.io/warn": "baseline",
         "pod-security.kubernetes.io/warn-version": "v1.36",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from platform_config import INSTANCE_TYPES, config_from_dict
+from platform_config import INSTANCE_TYPES, config_from_dict, load_config
 from stacks.gpu_node_group import IMDS_HOP_LIMIT, capacity_options, gpu_ami_parameter_name, network_interfaces
 from tests.helpers.stack_synth import Synthesized
 from tests.unit.stacks.conftest import only, resources
@@ -77,6 +77,31 @@ def test_ami_from_ssm_at_deploy_time(any_env: Synthesized) -> None:
     assert param["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
     assert param["Default"] == gpu_ami_parameter_name(any_env.cfg)
     assert "/1.36/amazon-linux-2023/x86_64/nvidia/" in param["Default"]
+
+
+def test_ami_is_pinned_to_the_configured_release_in_deploy_environments(prod_env: Synthesized) -> None:
+    image = lt_data(prod_env)["ImageId"]
+    param = prod_env.template_json(prod_env.platform.gpu)["Parameters"][image["Ref"]]
+    assert param["Default"] == (
+        "/aws/service/eks/optimized-ami/1.36/amazon-linux-2023/x86_64/nvidia/"
+        "amazon-eks-node-al2023-x86_64-nvidia-1.36-v20261115/image_id"
+    )
+
+
+def test_demo_without_a_release_follows_recommended() -> None:
+    assert gpu_ami_parameter_name(load_config()).endswith("/x86_64/nvidia/recommended/image_id")
+
+
+def test_deploy_without_a_release_is_refused() -> None:
+    from platform_config import ConfigError
+
+    prod = load_config(env="prod").model_dump(mode="json")
+    prod["gpu_nodes"]["ami_release"] = None
+    with pytest.raises(ConfigError, match=r"gpu_nodes\.ami_release is required with environment_kind 'deploy'"):
+        config_from_dict(prod)
+    prod["gpu_nodes"]["ami_release"] = "20261115"
+    with pytest.raises(ConfigError, match="ami_release"):
+        config_from_dict(prod)
 
 
 def test_asg_sizes_subnet_and_tags(any_env: Synthesized) -> None:

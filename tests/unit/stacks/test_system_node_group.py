@@ -18,11 +18,23 @@ def test_al2023_managed_nodegroup(any_env: Synthesized) -> None:
         "MaxSize": c.system_node_count + MAX_SURGE_NODES,
     }
     assert ng["Labels"] == c.system_node_labels == {"node-group": "system"}
-    # No launch template: EKS attaches the cluster security group, which the FSx file system admits.
-    assert "LaunchTemplate" not in ng and "RemoteAccess" not in ng
+    # Its launch template names no security group (test_fsx_storage.py): EKS attaches the cluster security group.
+    assert "RemoteAccess" not in ng
     assert "Taints" not in ng
 
 
 def test_spreads_over_the_private_subnets(prod_env: Synthesized) -> None:
     ng = only(prod_env.template_json(prod_env.platform.cluster), "AWS::EKS::Nodegroup")["Properties"]
     assert sorted(ng["Subnets"]) == sorted(prod_env.cfg.network.private_subnets)
+
+
+def test_imds_hop_limit_1_and_no_ami_or_user_data_of_ours(any_env: Synthesized) -> None:
+    """Pods on the system nodes cannot reach instance metadata (hop limit 1, IMDSv2 only); EKS keeps choosing and
+    bootstrapping the AMI."""
+    tpl = any_env.template_json(any_env.platform.cluster)
+    ng = only(tpl, "AWS::EKS::Nodegroup")["Properties"]
+    data = tpl["Resources"][ng["LaunchTemplate"]["Id"]["Ref"]]["Properties"]["LaunchTemplateData"]
+    options = {"HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1, "HttpTokens": "required"}
+    assert data["MetadataOptions"] == options
+    assert not {"ImageId", "UserData"} & data.keys()
+    assert ng["AmiType"] == "AL2023_x86_64_STANDARD"
