@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from platform_config import load_config
+from platform_config import ConfigError, load_config
 from platform_config.schema import MODE_LAYERS, ProjectConfig, RecoveryMode
 from training.common.arguments import USAGE_ERROR, choices, good, message, number, rejected
 from training.common.files import atomic_write_json
@@ -39,7 +39,7 @@ from training.resilience.exit_codes import (
     write_exit_status,
 )
 from training.resilience.exit_policy import Exit, exit_policy, record_exit
-from training.resilience.faults import RunShape, fired_faults, schedule_problems
+from training.resilience.faults import RunShape, fired_faults, random_problems, schedule_problems
 from training.resilience.hooks import PhaseClock
 from training.resilience.inprocess import (
     apply_process_env,
@@ -280,13 +280,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def problems(args: argparse.Namespace) -> list[str]:
-    """``--faults``' entries that are malformed, or name a rank outside the launcher's world (``WORLD_SIZE``) or a
-    step past ``--steps``. The schedule is checked again against the configuration once it is loaded
-    (:func:`training.resilience.faults.schedule_from_config`)."""
+    """The fault schedule (``--faults``, else ``faults.schedule``) against the run: entries that are malformed, or
+    would never fire (a rank outside the launcher's world ``WORLD_SIZE``, a step past ``--steps`` or
+    ``train.steps``, an eval fault after the last evaluation), and random faults that do not fit. A configuration
+    that does not load is left to :func:`setup`, which reports it as every configuration error."""
+    cfg = None
+    with contextlib.suppress(ConfigError):
+        cfg = load_config(args.config, args.env)
+    steps = args.steps if args.steps is not None else cfg.train.steps if cfg else None
+    steps = steps if good(steps) else None
     world = os.environ.get("WORLD_SIZE", "")
-    steps = args.steps if good(args.steps) else None
-    run = RunShape(steps, int(world) if world.isdigit() else None, world=f" (WORLD_SIZE {world})")
-    return [f"--faults {line}" for line in schedule_problems(args.faults, run)]
+    every = cfg.train.eval_interval if cfg else None
+    shape = RunShape(steps, int(world) if world.isdigit() else None, every, f" (WORLD_SIZE {world})")
+    if args.faults is None and cfg is not None:
+        flag, spec = "faults.schedule", cfg.faults.schedule
+    else:
+        flag, spec = "--faults", args.faults
+    lines = [f"{flag} {line}" for line in schedule_problems(spec, shape)]
+    if cfg is not None and steps:
+        lines += random_problems(cfg.faults.random.count, steps)
+    return lines
 
 
 def resolve_config(args: argparse.Namespace) -> tuple[ProjectConfig, RecoveryMode]:

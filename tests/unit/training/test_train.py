@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from training.common.files import atomic_write_json
 from training.resilience.exit_codes import read_exit_status, translate_launcher_exit
@@ -64,6 +65,26 @@ def test_bad_flags_end_the_worker_with_one_message_recorded_as_its_exit(
     # the launcher passes the cause on (a "fail the Job" code) instead of restarting into the same error
     assert read_exit_status(tmp_path) == {"code": 2, "cause": "config", "message": text, "rank": 1, "final": True}
     assert translate_launcher_exit(1, tmp_path, 42, restarts_exhausted=True)[0] == 2
+
+
+def test_the_configured_schedule_is_checked_against_the_world_and_the_configured_run(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """No --faults, no --steps: ``faults.schedule`` against ``train.steps`` (20), its evaluations (every 10) and the
+    launcher's WORLD_SIZE (2); the random faults against the steps too."""
+    config = tmp_path / "project.yaml"
+    schedule = "exception@30:0,hang@0:3/init,oom@20:1/eval"
+    config.write_text(yaml.safe_dump({"train": {"steps": 20, "eval_interval": 10},
+                                      "faults": {"schedule": schedule, "random": {"count": 25}}}))  # fmt: skip
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--run-dir", str(tmp_path / "run"), "--config", str(config)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == TRAIN_HEAD + (
+        "  - faults.schedule 'exception@30:0': step must be at most 20: the run's last step (got 30)\n"
+        "  - faults.schedule 'hang@0:3/init': rank must be below 2, the run's workers (WORLD_SIZE 2) (got 3)\n"
+        "  - faults.random.count: at most 19 random fault(s) fit in a run of 20 steps (got 25)\n"
+    )
 
 
 def test_good_flags_pass(monkeypatch) -> None:
