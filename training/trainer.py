@@ -39,6 +39,7 @@ from training.parallel.distributed import (
     set_determinism,
 )
 from training.resilience.exit_codes import UnrecoverableError, classify
+from training.resilience.timeout_check import checkpoint_wait_s
 from training.telemetry.events import EventLog
 from training.telemetry.metrics import StepTimer, peak_flops_per_device
 
@@ -109,6 +110,28 @@ def sharded_model(spec: ModelSpec, dev: torch.device, *, on_meta: bool) -> torch
     return model
 
 
+def hf_model_args(path: str | None, data: TokenShards, rank: int) -> ModelArgs | None:
+    """The shape of the Hugging Face checkpoint ``path`` (None without one); its vocabulary must cover ``data``'s."""
+    if not path:
+        return None
+    args = read_hf_config(path)
+    if data.vocab_size > args.vocab_size:
+        raise HFCheckpointError(
+            f"the data's vocabulary ({data.vocab_size} tokens) is larger than the model's in {path} "
+            f"({args.vocab_size}): tokenize with that model's tokenizer (prepare_data --tokenizer)"
+        )
+    if rank == 0:
+        print(f"[trainer] model shape from {path}/config.json (model.size is not used)", flush=True)
+        mismatch = tokenizer_mismatch(data.tokenizer, path)
+        if mismatch:
+            print(
+                f"[trainer] WARNING: {mismatch}; the weights in {path} will read meaningless tokens. "
+                f"Prepare the data with: python -m training.data.prepare --tokenizer {path} ...",
+                flush=True,
+            )
+    return args
+
+
 def committed_checkpoint_exists(root: Path) -> bool:
     """Whether the restore will find a committed checkpoint. A marker that cannot be read counts as none here: the
     model is initialised, and the restore reports the marker."""
@@ -116,6 +139,91 @@ def committed_checkpoint_exists(root: Path) -> bool:
         return bool(list_committed(root))
     except MarkerReadError:
         return False
+
+
+class StorageProgress:
+    """What storage holds of one attempt's training, and its storage saves (inside section ``checkpoint``).
+
+    A step counts as checkpointed only once storage holds it committed or this attempt saved it: a step restored
+    from the memory tier does not, so the target step is saved even when it was restored (issue 48). A failed
+    storage save is not a training fault: the live state is fine. Training goes on, the save is tried again at the
+    next interval (the failed save's directory removed first), and after ``checkpoint.max_failed_saves`` failures in
+    a row the run stops with the storage exit code (21), keeping the newest memory-tier snapshot. A save another rank
+    was lost in, or a write past the checkpoint section (:class:`CheckpointWriteOverdueError`), still goes to the
+    restart layers. Every rank raises a failed save together, so every rank counts it.
+    """
+
+    def __init__(self, ckpt: CheckpointManager, hooks: TrainerHooks, max_failed: int, rank: int) -> None:
+        self.ckpt, self.hooks, self.max_failed, self.rank = ckpt, hooks, max_failed, rank
+        #: The newest step that storage holds committed, or that this attempt saved (a final save is needed when
+        #: training went beyond it).
+        self.checkpointed = 0
+        #: The newest step that storage holds committed, as far as this attempt knows.
+        self.committed = 0
+        #: Storage saves that failed in a row.
+        self.failed = 0
+
+    def restored(self, step: int) -> None:
+        """The restore gave ``step``: from storage, or from the memory tier (maybe newer than storage)."""
+        committed = self.ckpt.latest_committed() if step else None
+        self.checkpointed = self.committed = min(step, committed or 0)
+
+    def poll(self, step: int) -> None:
+        """Every step (see :meth:`CheckpointManager.maybe_finalize`). Collective."""
+        with self.guard(step):
+            self.ckpt.maybe_finalize()
+
+    def save(self, step: int, state: AppState) -> None:
+        """Checkpoint ``state`` as step ``step``. Collective."""
+        with self.hooks.section("checkpoint"), self.guard(step):
+            self.ckpt.save(step, state, during_write=lambda s: self.hooks.fault_point("checkpoint", s))
+            self.checkpointed = step
+
+    def finish(self, step: int) -> None:
+        """Wait for the save in flight to commit (with the manager's keep-alive where it has one). Collective."""
+        with self.hooks.section("checkpoint"), self.guard(step):
+            if self.ckpt.keepalive is not None:
+                self.ckpt.drain(*self.ckpt.keepalive)
+            else:
+                self.ckpt.wait()
+
+    def save_target(self, step: int, state: AppState) -> None:
+        """Save ``step`` (again) until storage holds it committed. Collective."""
+        while True:
+            if step > self.checkpointed:  # steps not a multiple of the interval, or a failed save
+                self.save(step, state)
+            self.finish(step)
+            if step <= self.checkpointed:
+                return
+
+    @contextlib.contextmanager
+    def guard(self, step: int) -> Iterator[None]:
+        """Count a failed save raised inside (at training step ``step``) instead of raising it (see the class)."""
+        try:
+            yield
+        except CheckpointWriteError as exc:
+            if isinstance(exc, CheckpointWriteOverdueError) or classify(exc) != "checkpoint_write":
+                raise
+            self.failed += 1
+            self.checkpointed = self.committed
+            if self.failed >= self.max_failed:
+                raise UnrecoverableError(
+                    f"{self.failed} consecutive saves failed (checkpoint.max_failed_saves = {self.max_failed}), the "
+                    f"last: {exc}; the newest memory-tier snapshot is kept",
+                    cause="checkpoint_write",
+                ) from exc
+            self.ckpt.save_failed(step)
+            if self.rank == 0:
+                print(
+                    f"[trainer] a failed save is not a training fault: training goes on from the live state at step "
+                    f"{step}; the save is tried again at the next interval ({self.failed} of {self.max_failed} "
+                    "failed in a row)",
+                    flush=True,
+                )
+        else:
+            committed = self.ckpt.committed_step
+            if committed is not None and committed > self.committed:
+                self.committed, self.failed = committed, 0
 
 
 class Trainer:
@@ -146,17 +254,11 @@ class Trainer:
         self.allow_fresh_start = allow_fresh_start
         self.final_checkpoint = final_checkpoint
         self.step = 0
-        #: The newest step that storage holds committed, or that this attempt saved (a final save is needed when
-        #: training went beyond it). A step restored from the memory tier does not count.
-        self._checkpointed_step = 0
-        #: The newest step that storage holds committed, as far as this attempt knows.
-        self._storage_step = 0
-        #: Storage saves that failed in a row (``checkpoint.max_failed_saves`` of them stop the run).
-        self.failed_saves = 0
         self._losses: dict[int, float] = {}
         self.eval_losses: dict[int, float] = {}
         self._failed = self._closed = False
         self.ckpt: CheckpointManager | None = None
+        self.progress: StorageProgress | None = None
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -178,7 +280,7 @@ class Trainer:
             self.sampler = ResumableSampler(
                 len(self.train_data), tc.micro_batch_size, self.rank, self.world_size, seed=tc.seed
             )
-            hf_args = self._hf_model_args()
+            hf_args = hf_model_args(self.cfg.model.hf_checkpoint, self.train_data, self.rank)
             vocab = hf_args.vocab_size if hf_args else max(self.train_data.vocab_size, TOKENIZER.vocab_size)
             self._model_spec = ModelSpec(self.cfg.model.size, vocab, max(tc.seq_len, 8), hf_args, tc.seed)
             root = Path(self.cfg.checkpoint.dir) if self.cfg.checkpoint.dir else self.run_dir / "checkpoints"
@@ -205,10 +307,12 @@ class Trainer:
                 self.rank,
                 self.world_size,
                 collective_timeout_s=checkpoint_timeout_s(self.cfg.inprocess),
+                bulk_timeout_s=checkpoint_wait_s(self.cfg.ft.section_timeouts_s["checkpoint"]),
                 nvrx_staging=self.cfg.checkpoint.nvrx_staging,
                 write_threads=self.cfg.checkpoint.write_threads,
                 memory_interval_steps=self.memory_interval_steps,
             )
+            self.progress = StorageProgress(self.ckpt, self.hooks, self.cfg.checkpoint.max_failed_saves, self.rank)
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
 
     def _initialise_weights(self) -> None:
@@ -218,31 +322,9 @@ class Trainer:
         set_model_state_dict(self.model, full, options=StateDictOptions(full_state_dict=True))
         self.on_meta = False
 
-    def _hf_model_args(self) -> ModelArgs | None:
-        """The shape of ``model.hf_checkpoint`` (None without one); its vocabulary must cover the data's."""
-        path = self.cfg.model.hf_checkpoint
-        if not path:
-            return None
-        args = read_hf_config(path)
-        if self.train_data.vocab_size > args.vocab_size:
-            raise HFCheckpointError(
-                f"the data's vocabulary ({self.train_data.vocab_size} tokens) is larger than the model's in {path} "
-                f"({args.vocab_size}): tokenize with that model's tokenizer (prepare_data --tokenizer)"
-            )
-        if self.rank == 0:
-            print(f"[trainer] model shape from {path}/config.json (model.size is not used)", flush=True)
-            mismatch = tokenizer_mismatch(self.train_data.tokenizer, path)
-            if mismatch:
-                print(
-                    f"[trainer] WARNING: {mismatch}; the weights in {path} will read meaningless tokens. "
-                    f"Prepare the data with: python -m training.data.prepare --tokenizer {path} ...",
-                    flush=True,
-                )
-        return args
-
     def restore(self) -> int:
         """Load the newest committed, verified checkpoint; return the step to resume from. Collective."""
-        assert self.ckpt is not None, "call setup() first"
+        assert self.ckpt is not None and self.progress is not None, "call setup() first"
         with self.hooks.section("setup"):
             step = self.ckpt.load_latest(
                 self.state,
@@ -261,8 +343,7 @@ class Trainer:
                     )
         self.step = step or 0
         self.state.step = self.step
-        committed = self.ckpt.latest_committed() if step else None  # a memory restore may be newer than storage
-        self._checkpointed_step = self._storage_step = min(self.step, committed or 0)
+        self.progress.restored(self.step)
         return self.step
 
     # ------------------------------------------------------------------ loop
@@ -313,7 +394,7 @@ class Trainer:
 
     def train(self) -> int:
         """Run to ``target_steps``; returns the final step. Collective."""
-        assert self.ckpt is not None, "call setup() and restore() first"
+        assert self.ckpt is not None and self.progress is not None, "call setup() and restore() first"
         tc, cc = self.cfg.train, self.cfg.checkpoint
         tokens = tc.micro_batch_size * tc.seq_len * self.world_size
         warmed = False
@@ -330,8 +411,7 @@ class Trainer:
                 if self.rank == 0:
                     lr = self.optimizer.param_groups[0]["lr"]
                     self.events.emit("step", step=step, loss=loss, tokens=tokens, lr=lr, **timing)
-                with self._save_failures():
-                    self.ckpt.maybe_finalize()
+                self.progress.poll(step)
                 if not warmed:  # the optimizer state exists after the first step: its layout is the saves'
                     self.ckpt.warm_up(self.state)
                     warmed = True
@@ -346,69 +426,17 @@ class Trainer:
                     self.eval_losses[step] = eval_loss
                     if self.rank == 0:
                         self.events.emit("eval", step=step, loss=eval_loss)
-            while self.final_checkpoint:  # the target step committed in storage: saved (again) until it is
-                if self.step > self._checkpointed_step:  # steps not a multiple of the interval, or a failed save
-                    self.save_checkpoint()
-                self.finish_saves()
-                if self.step <= self._checkpointed_step:
-                    break
+            if self.final_checkpoint:
+                self.progress.save_target(self.step, self.state)
         except BaseException:
             self._failed = True
             raise
         return self.step
 
     def save_checkpoint(self) -> None:
-        """Checkpoint the current step (inside section ``checkpoint``). Collective."""
-        assert self.ckpt is not None
-        with self.hooks.section("checkpoint"), self._save_failures():
-            self.ckpt.save(self.step, self.state, during_write=lambda s: self.hooks.fault_point("checkpoint", s))
-            self._checkpointed_step = self.step
-
-    def finish_saves(self) -> None:
-        """Wait for the storage save in flight to commit (inside section ``checkpoint``; with the manager's
-        keep-alive where it has one). Collective."""
-        assert self.ckpt is not None
-        with self.hooks.section("checkpoint"), self._save_failures():
-            if self.ckpt.keepalive is not None:
-                self.ckpt.drain(*self.ckpt.keepalive)
-            else:
-                self.ckpt.wait()
-
-    @contextlib.contextmanager
-    def _save_failures(self) -> Iterator[None]:
-        """A failed storage save is not a training fault: the live state is fine. Training goes on, the save is
-        tried again at the next interval (the failed save's directory removed first), and after
-        ``checkpoint.max_failed_saves`` failures in a row the run stops with the storage exit code (21), keeping the
-        newest memory-tier snapshot. A save another rank was lost in, or a write past the checkpoint section
-        (:class:`CheckpointWriteOverdueError`), still goes to the restart layers. Every rank raises a failed save
-        together, so every rank counts it."""
-        assert self.ckpt is not None
-        try:
-            yield
-        except CheckpointWriteError as exc:
-            if isinstance(exc, CheckpointWriteOverdueError) or classify(exc) != "checkpoint_write":
-                raise
-            self.failed_saves += 1
-            self._checkpointed_step = self._storage_step
-            limit = self.cfg.checkpoint.max_failed_saves
-            if self.failed_saves >= limit:
-                raise UnrecoverableError(
-                    f"{self.failed_saves} consecutive saves failed (checkpoint.max_failed_saves = {limit}), the last: "
-                    f"{exc}; the newest memory-tier snapshot is kept",
-                    cause="checkpoint_write",
-                ) from exc
-            self.ckpt.save_failed(self.step)
-            if self.rank == 0:
-                print(
-                    f"[trainer] a failed save is not a training fault: training goes on from the live state at step "
-                    f"{self.step}; the save is tried again at the next interval ({self.failed_saves} of {limit} "
-                    "failed in a row)",
-                    flush=True,
-                )
-        else:
-            committed = self.ckpt.committed_step
-            if committed is not None and committed > self._storage_step:
-                self._storage_step, self.failed_saves = committed, 0
+        """Checkpoint the current step (see :class:`StorageProgress`). Collective."""
+        assert self.progress is not None
+        self.progress.save(self.step, self.state)
 
     def close(self, *, failed: bool = False) -> None:
         """Finalize an in-flight async save (collectively unless training or the caller failed); idempotent."""

@@ -54,9 +54,29 @@ class FailingReader(FileSystemReader):
         raise OSError(self.errno, f"{os.strerror(self.errno)} (injected by {READ_ERROR_ENV})")
 
 
-def reader(path: Path) -> FileSystemReader:
+def reader(path: Path, arrive: Callable[[], None] | None = None) -> FileSystemReader:
+    """The storage reader of a restore; ``arrive`` (see :func:`then_arrive`) after this rank's reads."""
     injected = os.environ.get(READ_ERROR_ENV)
-    return FailingReader(path, injected) if injected else FileSystemReader(path)
+    storage = FailingReader(path, injected) if injected else FileSystemReader(path)
+    if arrive is not None:
+        storage.read_data = then_arrive(storage.read_data, arrive)  # type: ignore[method-assign]
+    return storage
+
+
+def then_arrive(io: Callable[..., Any], arrive: Callable[[], None]) -> Callable[..., Any]:
+    """A storage writer's ``write_data`` or reader's ``read_data`` followed, whatever it raised, by ``arrive()``:
+    the wait for the other ranks' I/O (:func:`training.checkpoint.collectives.wait_for_ranks`) before DCP gathers
+    the results on the checkpoint group's short deadline."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            done = io(*args, **kwargs)
+            done.wait()
+            return done
+        finally:
+            arrive()
+
+    return run
 
 
 def write_delay(given: float | None) -> float:
@@ -92,9 +112,15 @@ class Backend:
 
     def __init__(self, delay_s: float) -> None:
         self.delay_s = delay_s
+        #: Called after this rank's writes (``ping``: whether it may keep the rank alive: not from a write thread).
+        self.arrive: Callable[..., None] | None = None
 
     def writer(self, path: Path) -> FileSystemWriter:
-        return SlowWriter(path, self.delay_s) if self.delay_s > 0 else FileSystemWriter(path)
+        storage = SlowWriter(path, self.delay_s) if self.delay_s > 0 else FileSystemWriter(path)
+        if self.arrive is not None:
+            arrive, ping = self.arrive, not self.asynchronous
+            storage.write_data = then_arrive(storage.write_data, lambda: arrive("writing", ping=ping))  # type: ignore[method-assign]
+        return storage
 
     def start(self, flight: InFlight, state_dict: dict[str, Any], pg: Any, write_done: WriteDone) -> None:
         dcp.save(state_dict, storage_writer=self.writer(flight.tmp), process_group=pg)

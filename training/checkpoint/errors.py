@@ -30,6 +30,12 @@ class CheckpointPeerError(CheckpointWriteError):
     the rank that was stopped is the one whose pod Kubernetes replaces."""
 
 
+class CheckpointSkewError(CheckpointStorageError):
+    """A rank waited past the long deadline at the barrier after its own bulk checkpoint I/O (writing, hashing,
+    reading): the ranks are that far apart, or one is gone. A storage fault (the ledger counts it, exit 21), not a
+    lost peer: its message names no peer error, and it wraps none."""
+
+
 class CheckpointReadError(CheckpointStorageError):
     """A committed checkpoint could not be read (an I/O error, not a damaged checkpoint): never a reason to skip,
     quarantine or delete it."""

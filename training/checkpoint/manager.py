@@ -18,6 +18,7 @@ from typing import Any, Literal
 import torch.distributed as dist
 
 from training.checkpoint.backends import make_backend, write_delay
+from training.checkpoint.collectives import wait_for_ranks
 from training.checkpoint.commit import COMMIT_THREAD, abandon_commits, join_commits, remove_unfinished
 from training.checkpoint.errors import CheckpointRootMissingError, CheckpointWriteOverdueError, NoUsableCheckpointError
 from training.checkpoint.files import list_committed
@@ -56,6 +57,7 @@ class CheckpointManager:
         nvrx: NvrxAsync | None = None,
         memory_interval_steps: int = 0,
         per_node: int | None = None,
+        bulk_timeout_s: float | None = None,
     ) -> None:
         if mode not in ("sync", "async"):
             raise ValueError(f"checkpoint mode must be 'sync' or 'async', got {mode!r}")
@@ -77,10 +79,21 @@ class CheckpointManager:
         self.collective_timeout_s = collective_timeout_s
         timeout = datetime.timedelta(seconds=collective_timeout_s)
         self.pg = dist.new_group(backend="gloo", timeout=timeout) if dist.is_initialized() else None
+        # The ranks meet after their own bulk I/O (writing, hashing, reading) on a group of its own whose deadline is
+        # long (``bulk_timeout_s``, the checkpoint section's bound; default: the short one), keeping alive meanwhile:
+        # ranks seconds apart are no failure of the short-deadline collective that follows (issue 48).
+        self.bulk_timeout_s = bulk_timeout_s or collective_timeout_s
+        self.bulk_pg = (
+            dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=self.bulk_timeout_s))
+            if dist.is_initialized() and world_size > 1
+            else None
+        )
+        self.io.arrive = self.arrive
         self.saves = StorageSaves(
             self.root, mode, keep_last, events, rank, world_size, self.io, self.notice, self.pg, collective_timeout_s
         )
-        self.storage = StorageRestore(self.root, rank, world_size, events, self.backend, keep_last)
+        self.saves.arrive = self.arrive
+        self.storage = StorageRestore(self.root, rank, world_size, events, self.backend, keep_last, self.arrive)
         per_node = per_node or int(os.environ.get("LOCAL_WORLD_SIZE") or world_size)
         self.memory = (
             MemoryTier(
@@ -97,6 +110,12 @@ class CheckpointManager:
     def _emit(self, event: str, **fields: Any) -> None:
         if self.rank == 0:
             self.events.emit(event, **fields)
+
+    def arrive(self, what: str, *, ping: bool = True) -> None:
+        """After this rank's own bulk I/O: wait for every rank at the long-deadline barrier, with :attr:`keepalive`'s
+        ping (``ping=False``: not from a write thread). See :func:`.collectives.wait_for_ranks`."""
+        keep = self.keepalive[0] if ping and self.keepalive is not None else None
+        wait_for_ranks(self.bulk_pg, what=what, rank=self.rank, timeout_s=self.bulk_timeout_s, ping=keep)
 
     def memory_due(self, step: int) -> bool:
         return self.memory is not None and self.memory.due(step)
@@ -193,11 +212,13 @@ class CheckpointManager:
         finally:
             if self.memory is not None:
                 self.memory.close(collective=collective)
-            if collective and self.pg is not None and dist.is_initialized():
-                dist.destroy_process_group(self.pg)
+            if collective and dist.is_initialized():
+                for group in (self.pg, self.bulk_pg):
+                    if group is not None:
+                        dist.destroy_process_group(group)
             # On the error path the group is only dropped: NVRx's in-process abort destroys every group from its
             # monitor thread, and destroying it here as well would race that (or the process exits next).
-            self.pg = None
+            self.pg = self.bulk_pg = None
 
     # ------------------------------------------------------------------ load
     def latest_committed(self) -> int | None:

@@ -10,6 +10,7 @@ model (11.7 GB) on an H200 host; split, each rank reads 1/world_size of them (``
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpoin
 from training.checkpoint.backends import reader
 from training.checkpoint.collectives import broadcast
 from training.checkpoint.commit import commit_finished_saves, join_commits, quarantine
-from training.checkpoint.errors import CheckpointError, CheckpointReadError, MarkerReadError
+from training.checkpoint.errors import CheckpointError, CheckpointReadError, CheckpointSkewError, MarkerReadError
 from training.checkpoint.files import (
     QUARANTINE_DIR,
     describe_error,
@@ -31,15 +32,21 @@ from training.checkpoint.files import (
     verify_checkpoint,
 )
 from training.checkpoint.state import AppState
+from training.common.peer_errors import causes
 from training.telemetry.events import EventLog, read_events
 
 
 class StorageRestore:
     """What the storage restore needs of its manager: where, who, and how to report."""
 
-    def __init__(self, root: Path, rank: int, world_size: int, events: EventLog, backend: str, keep_last: int) -> None:
+    def __init__(
+        self, root: Path, rank: int, world_size: int, events: EventLog, backend: str, keep_last: int,
+        arrive: Callable[[str], None] | None = None,
+    ) -> None:  # fmt: skip
         self.root, self.rank, self.world_size = root, rank, world_size
         self.events, self.backend, self.keep_last = events, backend, keep_last
+        #: Waits for every rank after this rank's own hashing or reading (:meth:`CheckpointManager.arrive`).
+        self.arrive = arrive or (lambda what: None)
 
     def read_failed(self, step: int, message: str) -> CheckpointReadError:
         """A storage error while restoring ``step`` (``ckpt_failed`` with ``op=restore``); the checkpoint is kept."""
@@ -128,6 +135,7 @@ class StorageRestore:
                 f"rank {self.rank}: cannot read {path}: {describe_error(exc)} (after retries); the checkpoint is kept"
             )
         verdicts: list[tuple[str | None, str | None]] = [(reason, storage)]
+        self._arrive(step, "hashing")
         if pg is not None:
             verdicts = [(None, None)] * self.world_size
             dist.all_gather_object(verdicts, (reason, storage), group=pg)
@@ -136,19 +144,38 @@ class StorageRestore:
             raise self.read_failed(step, storage)
         return next((r for r, _ in verdicts if r), None)
 
+    def _arrive(self, step: int, what: str) -> None:
+        """:attr:`arrive`; past its deadline a storage error of this restore (``ckpt_failed``; the ledger counts it)."""
+        skew: CheckpointSkewError | None = None
+        try:
+            self.arrive(what)
+        except CheckpointSkewError as exc:
+            skew = exc
+        if skew is not None:  # raised outside the handler: the error wraps only the skew
+            raise self.read_failed(step, str(skew)) from skew
+
     def load(self, pg: Any, state: AppState, step: int, path: Path) -> dict[str, Any]:
         """Load the verified checkpoint ``path`` of ``step`` into ``state``; the fields of its ``restore`` event."""
+        skew: CheckpointSkewError | None = None
         try:
             metadata = FileSystemReader(path).read_metadata()
             source = state.prepare_load(metadata.state_dict_metadata.keys())
             state_dict = {"app": state.state_dict()}
-            dcp.load(state_dict, storage_reader=reader(path), process_group=pg)
+            dcp.load(state_dict, storage_reader=reader(path, lambda: self.arrive("reading")), process_group=pg)
         except (Exception, DcpCheckpointException) as exc:  # DCP's exception is a BaseException: no restart layer
-            if os_error_in(exc) is not None:  # would see it, nor the failure ledger
+            # would see it, nor the failure ledger. A skew is raised below, outside the handler: DCP's exception
+            # also carries the peers' gloo errors, which would make it a lost peer.
+            skew = next((e for e in causes(exc) if isinstance(e, CheckpointSkewError)), None)
+            if skew is not None:
+                pass
+            elif os_error_in(exc) is not None:
                 raise self.read_failed(step, f"{path}: {describe_error(exc)}") from exc
-            if isinstance(exc, DcpCheckpointException):
+            elif isinstance(exc, DcpCheckpointException):
                 raise CheckpointError(f"restore of step {step} from {path} failed: {describe_error(exc)}") from exc
-            raise
+            else:
+                raise
+        if skew is not None:
+            raise self.read_failed(step, str(skew)) from skew
         state.load_state_dict(state_dict["app"])
         if state.step != step:
             raise CheckpointError(f"{path} holds step {state.step}, its name says {step}")

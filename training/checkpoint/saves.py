@@ -67,6 +67,8 @@ class StorageSaves:
         self._save_bytes: int | None = None
         #: Step of the newest save of this process finalized without error on every rank (None: none yet).
         self.committed_step: int | None = None
+        #: Waits for every rank after this rank's own bulk I/O (:meth:`CheckpointManager.arrive`).
+        self.arrive: Callable[..., None] = lambda what, ping=True: None
 
     def _emit(self, event: str, **fields: Any) -> None:
         if self.rank == 0:
@@ -154,6 +156,7 @@ class StorageSaves:
             if during_write is not None:
                 during_write(step)
             self._commit_then_done(flight)
+            self.arrive("hashing and commit")  # rank 0 hashed its files and committed meanwhile
             if not all_ok(self.pg, flight.error is None):
                 raise flight.reported or self._fail(step, OSError("commit failed on rank 0"))
             self.committed_step = step

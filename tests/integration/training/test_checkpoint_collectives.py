@@ -55,3 +55,22 @@ def test_a_slow_nvrx_write_ends_the_blocking_finalize_at_its_deadline(
     expected = "the async checkpoint write did not finish on every rank within 8 s (this rank's writer: {})"
     assert expected.format("finished") in rank0["error"]
     assert expected.format("still writing") in rank1["error"]
+
+
+SKEW_SCRIPT = REPO_ROOT / "tests" / "helpers" / "skewed_ranks.py"
+
+
+def test_ranks_seconds_apart_in_bulk_checkpoint_io_are_not_a_failure(tmp_path: Path) -> None:
+    """Issue 48, item 3: the collectives right after each rank's own writing, hashing or reading ran on the checkpoint
+    group's short deadline, so ranks more than that apart (a slower FSx client, a bigger shard) failed every save and
+    restore as a lost peer, and nothing reached the ledger. Rank 1's I/O here ends 4 s after rank 0's, past the 2 s
+    deadline: the ranks wait for each other at a barrier with the long deadline, rank 0 keeping itself alive."""
+    torchrun([SKEW_SCRIPT, tmp_path], timeout_s=150)
+    rank0, rank1 = (json.loads((tmp_path / f"result.rank{r}.json").read_text()) for r in (0, 1))
+    for result in (rank0, rank1):
+        assert "error" not in result, result
+        assert (result["saved"], result["restored"], result["same_state"]) == (2, 2, True)
+    assert rank0["pings"] >= 4  # three waits of about 4 s, pinged every 0.5 s
+    # A skew past the long deadline (4 s against 3 s) is a storage fault that reaches the ledger, not a lost peer
+    assert rank0["past_deadline"]["cause"] == "checkpoint_write", rank0
+    assert "waited 3 s at the checkpoint barrier after its own" in rank0["past_deadline"]["error"], rank0
