@@ -25,13 +25,13 @@ The printed delay is hang start -> abort. See docs/nvrx-monitor.md for the sourc
 import argparse
 import datetime
 import json
+import math
 import os
 import socket
 import subprocess
 import sys
 import time
-
-from training.common.arguments import good, number, one_of, parse, problem
+from typing import Any
 
 SCENARIOS = {
     "blocked-in-C, intervals 1 s/1 s": {"hang": "c", "monitor": 1.0, "watchdog": 1.0, "ping": False},
@@ -94,21 +94,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def problems(args: argparse.Namespace) -> list[str]:
-    """A cap that ends the hang before the soft timeout could (nothing would be measured)."""
-    if good(args.soft) and good(args.cap) and args.cap <= args.soft:
-        allowed = f"more seconds than --soft {args.soft:g}: the hang must outlast the timeout"
-        return [problem("--cap", allowed, f"{args.cap:g}")]
-    return []
+def positive(kind: type[int] | type[float]) -> Any:
+    """An argparse ``type``: a ``kind`` above 0 (argparse's own error otherwise: this script stays standalone)."""
+
+    def convert(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"expected a number > 0 (got {text!r})")
+        return value
+
+    return convert
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scripts.nvrx_monitor_repro", description=__doc__.split("\n\n")[0])
-    p.add_argument("--soft", type=number(float, above=0), default=2.0, help="soft_timeout in seconds")
-    p.add_argument("--cap", type=number(float, above=0), default=20.0, help="a hang ends by itself after this long")
-    p.add_argument("--repeats", type=number(int, at_least=1), default=1)
-    p.add_argument("--child", type=one_of(SCENARIOS), default=None, help=argparse.SUPPRESS)
-    args = parse(p, argv, problems)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--soft", type=positive(float), default=2.0, help="soft_timeout in seconds")
+    p.add_argument("--cap", type=positive(float), default=20.0, help="a hang ends by itself after this many seconds")
+    p.add_argument("--repeats", type=positive(int), default=1)
+    p.add_argument("--child", choices=list(SCENARIOS), default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.cap <= args.soft:
+        p.error(f"--cap {args.cap:g}: must be more seconds than --soft {args.soft:g} (the hang must outlast it)")
     if args.child:
         child(SCENARIOS[args.child], args.soft, args.cap)
         return 0

@@ -14,12 +14,6 @@ from scripts import submit_settings
 @pytest.mark.parametrize(
     ("module", "argv", "lines"),
     [
-        ("nvrx_monitor_repro", ["--soft", "0", "--repeats", "0", "--child", "nope"], [
-            "--soft: a number > 0 (got 0)", "--repeats: a whole number >= 1 (got 0)",
-            "--child: one of " + ", ".join(importlib.import_module("scripts.nvrx_monitor_repro").SCENARIOS)
-            + ' (got "nope")']),
-        ("nvrx_monitor_repro", ["--soft", "5", "--cap", "5"], [
-            "--cap: more seconds than --soft 5: the hang must outlast the timeout (got 5)"]),
         ("wait_job", ["--namespace", "t", "--job", "j", "--timeout", "-1", "--interval", "0"], [
             "--timeout: a number >= 0 (got -1)", "--interval: a number > 0 (got 0)"]),
         ("reliability_report", ["--results", "{tmp}/none.json", "--out", "{tmp}/r.md"], [
@@ -35,6 +29,24 @@ def test_bad_values_end_the_script_before_it_runs(module, argv, lines, tmp_path,
     expected = "".join(f"  - {line.format(tmp=tmp_path)}\n" for line in lines)
     assert capsys.readouterr().err == f"error: invalid arguments (python -m scripts.{module}):\n" + expected
     assert not (tmp_path / "r.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--soft", "0", "--repeats", "0"], "argument --soft: expected a number > 0 (got '0')"),
+        (["--repeats", "1.5"], "argument --repeats: expected a number > 0 (got '1.5')"),
+        (["--soft", "5", "--cap", "5"], "--cap 5: must be more seconds than --soft 5 (the hang must outlast it)"),
+    ],
+)
+def test_the_standalone_repro_refuses_with_argparse_s_own_error(argv, error, capsys) -> None:
+    """``python scripts/nvrx_monitor_repro.py`` needs only torch and NVRx: argparse's error, the first bad value."""
+    from scripts.nvrx_monitor_repro import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.endswith(f"error: {error}\n")
 
 
 WORLD = "the run's workers (gpu_nodes.node_count 2 x 8 GPUs of p5.48xlarge)"
