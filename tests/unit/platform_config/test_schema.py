@@ -297,3 +297,30 @@ def test_the_training_nodes_and_spares_must_fit_in_the_reservation():
 def test_prod_keeps_a_hot_spare_within_its_capacity_block():
     prod = load_config(None, "prod").gpu_nodes
     assert (prod.node_count, prod.spare_nodes, prod.capacity.reserved_instances) == (8, 1, 9)
+
+
+#: soft / hard / barrier (s) of the in-process layer, and gloo's deadline below the hard timeout.
+ORDERED = {"soft_timeout_s": 20.0, "hard_timeout_s": 30.0, "barrier_timeout_s": 60.0, "gloo_timeout_s": 10.0}
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"soft_timeout_s": 30.0},  # soft == hard
+        {"soft_timeout_s": 45.0},  # soft > hard
+        {"barrier_timeout_s": 30.0},  # hard == barrier
+        {"hard_timeout_s": 70.0},  # hard > barrier
+        {"soft_timeout_s": 70.0, "hard_timeout_s": 65.0},  # both above the barrier
+    ],
+)
+def test_the_in_process_timeouts_must_be_ordered_soft_hard_barrier(override: dict) -> None:
+    """Issue 48, item 8: NVRx needs soft < hard < barrier; every other order (an equality too) is refused, in the
+    deployed section and in the local one alike."""
+    assert config_from_dict({"inprocess": ORDERED}).inprocess.barrier_timeout_s == 60.0
+    values = {**ORDERED, **override}
+    want = (
+        f"soft_timeout_s < hard_timeout_s < barrier_timeout_s, got {values['soft_timeout_s']} / "
+        f"{values['hard_timeout_s']} / {values['barrier_timeout_s']}"
+    )
+    assert want in _error({"inprocess": values})
+    assert want in _error({"local": {"inprocess": values}})

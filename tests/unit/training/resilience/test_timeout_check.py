@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from platform_config import load_config
+from training.resilience.exit_codes import fail_job_exit_codes
+from training.resilience.exit_policy import exit_policy
+from training.resilience.inprocess import RestartTracker
 from training.resilience.timeout_check import (
     Measured,
     TimeoutConfigError,
@@ -49,3 +52,16 @@ def test_static_layer_ordering() -> None:
 def test_a_rank_gives_up_on_a_write_a_tenth_before_its_checkpoint_section_ends(section_s, wait_s) -> None:
     """A tenth short of the section, at least 2 s (8 s -> 6 s) and at most half of it (3 s -> 1.5 s)."""
     assert checkpoint_wait_s(section_s) == pytest.approx(wait_s)
+
+
+def test_a_misconfigured_timeout_ends_the_worker_with_exit_2_and_fails_the_job() -> None:
+    """Issue 48, item 8: a soft timeout below the measured step time is certain to misfire: the worker exits with the
+    configuration code (2), final (no restart can help), naming the field."""
+    cfg = load_config()
+    findings = check(cfg, Measured(step_s=35.0), inprocess=True, ft_launcher=True)
+    with pytest.raises(TimeoutConfigError) as info:
+        enforce(findings, log=lambda _: None)
+    out = exit_policy(info.value, RestartTracker(), completed=False, ft_launcher=True, rank=0, unrecoverable=42)
+    assert (out.code, out.cause, out.final) == (2, "config", True)
+    assert out.message.startswith("timeout misconfigured: inprocess.soft_timeout_s ")
+    assert 2 in fail_job_exit_codes(42)  # Kubernetes fails the Job instead of restarting the pod
