@@ -174,10 +174,11 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[Scenario, list[str]]:
     def where(name: str) -> str:
         return f"--scenario {args.scenario}: {name}" if name in from_file and name not in changes else flag(name)
 
-    bad += validation_problems(replace(sc, **changes, layers=layers), where)
+    sc = replace(sc, **changes, layers=layers)
+    bad += validation_problems(sc, where)
     if bad:
         raise InvalidInputs(bad)
-    return replace(sc, **changes, layers=layers), notes
+    return sc, notes
 
 
 def validation_problems(sc: Scenario, where: Any) -> list[str]:
@@ -190,9 +191,9 @@ def validation_problems(sc: Scenario, where: Any) -> list[str]:
             return lines
         except ScenarioError as exc:
             name, sep, rest = str(exc).partition(":")
-            if name not in _DOC or getattr(sc, name) == getattr(USABLE, name):
-                return [*lines, str(exc) if name not in _DOC else f"{where(name)}{sep}{rest}"]
-            lines.append(f"{where(name)}{sep}{rest}")
+            lines.append(f"{where(name)}{sep}{rest}" if name in _DOC else str(exc))
+            if name not in _DOC or getattr(sc, name) == getattr(USABLE, name):  # no field to set: the rest stay unseen
+                return lines
             sc = replace(sc, **{name: getattr(USABLE, name)})
     return lines
 
