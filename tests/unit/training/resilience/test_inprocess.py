@@ -186,3 +186,38 @@ def test_an_exception_after_a_fired_restart_becomes_that_restart() -> None:
 def test_a_fired_restart_that_never_comes_leaves_the_error_as_it_was() -> None:
     failure = RuntimeError("gloo timeout")
     assert await_pending_restart(failure, wait_s=0.1) is None  # the caller re-raises ``failure``
+
+
+def test_the_in_process_restart_budget_is_a_sliding_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48, item 8: at most ``max_iterations`` restarts within any ``restart_window_s`` (2 in 100 s here), on a
+    fake clock. NVRx's own RetryController counts over the process' life; a fixed window would reset at its edge."""
+    from nvidia_resiliency_ext.inprocess.exception import RestartAbort
+
+    from training.resilience import inprocess
+
+    clock = [0.0]
+    monkeypatch.setattr(inprocess.time, "monotonic", lambda: clock[0])
+    tracker = RestartTracker()
+    initialize = inprocess._initialize_class()(tracker, 2, 100.0, 1)
+
+    def restart_at(t: float, iteration: int = 1) -> bool:
+        """Whether the layer restarts at ``t`` (False: it hands the fault on)."""
+        clock[0] = t
+        try:
+            initialize(SimpleNamespace(iteration=iteration, world_size=2, active_world_size=2))
+        except RestartAbort:
+            return False
+        return True
+
+    assert restart_at(0.0, iteration=0)  # the first entry is no restart
+    assert [restart_at(t) for t in (10.0, 20.0)] == [True, True]
+    assert not restart_at(30.0)  # a third within 100 s of the first two
+    assert tracker.abort_cause == "budget"
+    assert tracker.abort_reason == (
+        "3 in-process restarts within 100 s (inprocess.max_iterations = 2): handing the fault to the next layer"
+    )
+    # Sliding: by t=115 the restart at 10 s is out of the window (20, 30 and 115 are in: still 3)...
+    assert not restart_at(115.0)
+    # ... and at t=200 only 115 and 200 are within 100 s: restarts again, though 5 were counted in all
+    assert restart_at(200.0)
+    assert tracker.restart_times == [10.0, 20.0, 30.0, 115.0, 200.0]
