@@ -5,6 +5,10 @@
 With AWS credentials (``aws sts get-caller-identity`` works), before or after deploying:
 
 * every pinned EKS add-on version exists for ``cluster.kubernetes_version`` (``aws eks describe-addon-versions``);
+* the release-specific SSM parameter of ``gpu_nodes.ami_release`` exists (the AMI the GPU nodes boot);
+* with an existing VPC (``network.vpc_id``), every private subnet has a default route through a NAT gateway (or a
+  transit gateway or appliance): the kubectl/Helm handler of the cluster stack runs in those subnets and pulls the
+  Helm charts from the internet; without one, the interface endpoints it needs are listed;
 * the capacity reservation of an ODCR or Capacity Block is the configured instance type in
   ``aws.availability_zone``, holds ``node_count + spare_nodes`` instances and, for a Capacity Block, has the
   configured start and end.
@@ -15,6 +19,8 @@ With a reachable cluster (kubectl and a kubeconfig, ``aws eks update-kubeconfig 
   the training pod requests (``platform_config/instance_types.py``);
 * the NVIDIA and EFA device plugins and the node termination handler are ready;
 * the FSx PVC is Bound to the static PV;
+* with two Ready GPU nodes, nccl-tests' ``all_reduce_perf`` across them over EFA, NCCL forced onto the OFI plugin
+  (``scripts/preflight_fabric.py``): the bus bandwidth of the largest message against the instance table;
 * a probe pod per node group that mounts FSx (GPU, with the training pod's security context; system), from the
   training image (``TRAINING_IMAGE_URI`` or the ``TrainingImageUri`` stack output), runs ``image/checks.py
   runtime``: it writes and reads back a file on the FSx mount (the node's kernel and Lustre client agree), and on
@@ -48,8 +54,10 @@ from charts.pod_security import (
 )
 from platform_config import ProjectConfig, exits_on_config_error, load_config
 from platform_config.schema import CapacityType
+from scripts import preflight_fabric as fabric
+from stacks.gpu_ami import gpu_ami_parameter_name
 from stacks.gpu_user_data import gpu_node_tolerations
-from stacks.helm_releases import EFA_CHART, NTH_CHART, NVIDIA_CHART
+from stacks.helm_releases import EFA_CHART, EFA_REPOSITORY, NTH_CHART, NTH_REPOSITORY, NVIDIA_CHART, NVIDIA_REPOSITORY
 
 #: Where the image carries image/ (training/Dockerfile).
 IMAGE_CHECKS = "/opt/image/checks.py"
@@ -308,6 +316,60 @@ def capacity_reservation_check(described: dict, cfg: ProjectConfig) -> list[Resu
     return [ok(name, f"{r['State']}, {r['TotalInstanceCount']} x {r['InstanceType']} in {r['AvailabilityZone']}")]
 
 
+def ami_release_check(parameters: dict, cfg: ProjectConfig) -> Result:
+    """The release-specific parameter of ``gpu_nodes.ami_release`` exists (``ssm get-parameters`` output)."""
+    name = gpu_ami_parameter_name(cfg)
+    found = {p["Name"]: p.get("Value") for p in parameters.get("Parameters", [])}
+    if name in found:
+        return ok("ami", f"{cfg.gpu_nodes.ami_release or 'recommended'}: {found[name]} ({name})")
+    return fail(
+        "ami",
+        f"no SSM parameter {name}: gpu_nodes.ami_release {cfg.gpu_nodes.ami_release!r} is not a release "
+        f"for Kubernetes {cfg.cluster.kubernetes_version} in {cfg.aws.region}",
+    )
+
+
+#: Interface endpoints the kubectl/Helm handler would need without a NAT (its AWS calls); the Helm charts themselves
+#: come from the internet (stacks/helm_releases.py), so no set of endpoints replaces egress.
+HANDLER_ENDPOINTS = ("eks", "sts", "ecr.api", "ecr.dkr", "logs")
+#: Route targets that give a private subnet egress.
+EGRESS_TARGETS = ("NatGatewayId", "TransitGatewayId", "NetworkInterfaceId", "InstanceId")
+
+
+def egress_check(route_tables: dict, endpoints: dict, cfg: ProjectConfig) -> list[Result]:
+    """Per private subnet of an existing VPC: a default route (``0.0.0.0/0``) through a NAT gateway, transit gateway,
+    appliance interface or instance (``describe-route-tables``), not blackholed; otherwise what is missing."""
+    tables = route_tables.get("RouteTables", [])
+    main = next((t for t in tables if any(a.get("Main") for a in t.get("Associations", []))), None)
+    present = {
+        ".".join(e["ServiceName"].split(".")[3:])  # com.amazonaws.<region>.<service>
+        for e in endpoints.get("VpcEndpoints", [])
+        if e.get("State", "available") == "available"
+    }
+    results = []
+    for subnet in cfg.network.private_subnets:
+        table = next((t for t in tables if any(a.get("SubnetId") == subnet for a in t.get("Associations", []))), main)
+        routes = [] if table is None else table.get("Routes", [])
+        default = next(
+            (r for r in routes if r.get("DestinationCidrBlock") == "0.0.0.0/0" and r.get("State") != "blackhole"), {}
+        )
+        target = next((default[k] for k in EGRESS_TARGETS if default.get(k)), None)
+        if target:
+            results.append(ok(f"egress:{subnet}", f"default route via {target}"))
+            continue
+        via = "an internet gateway (a private subnet cannot use it)" if default.get("GatewayId") else "nothing"
+        missing = [e for e in HANDLER_ENDPOINTS if e not in present]
+        results.append(
+            fail(
+                f"egress:{subnet}",
+                f"0.0.0.0/0 goes to {via}: the kubectl/Helm handler runs here and pulls {NVIDIA_REPOSITORY}, "
+                f"{EFA_REPOSITORY} and {NTH_REPOSITORY}; add a NAT gateway route (interface endpoints missing as well: "
+                f"{', '.join(missing) or 'none'})",
+            )
+        )
+    return results
+
+
 # ------------------------------------------------------------------------------------------ running it
 
 
@@ -358,6 +420,18 @@ def aws_checks(cfg: ProjectConfig) -> list[Result]:
         for name in cfg.cluster.addon_versions
     }
     results = addon_versions_check(described, cfg)
+    results.append(
+        ami_release_check(
+            json_of(["aws", "ssm", "get-parameters", "--names", gpu_ami_parameter_name(cfg), *region]), cfg
+        )
+    )
+    if cfg.network.vpc_id:
+        vpc = ["--filters", f"Name=vpc-id,Values={cfg.network.vpc_id}"]
+        results += egress_check(
+            json_of(["aws", "ec2", "describe-route-tables", *vpc, *region]),
+            json_of(["aws", "ec2", "describe-vpc-endpoints", *vpc, *region]),
+            cfg,
+        )
     reservation = cfg.gpu_nodes.capacity.reservation_id
     if reservation:
         argv = ["aws", "ec2", "describe-capacity-reservations", "--capacity-reservation-ids", reservation, *region]
@@ -432,6 +506,49 @@ def run_probe(cfg: ProjectConfig, image: str, group: str, timeout_s: int = PROBE
         run_command(["kubectl", "-n", ns, "delete", "pod", name, "--ignore-not-found", "--wait=false"], timeout=60)
 
 
+def wait_pod(ns: str, name: str, phases: tuple[str, ...], timeout_s: int) -> dict | None:
+    """The pod once its phase is one of ``phases`` (None after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pod = json_of(["kubectl", "-n", ns, "get", "pod", name, "-o", "json"])
+        if pod["status"].get("phase") in phases:
+            return pod
+        time.sleep(5)
+    return None
+
+
+def run_fabric(cfg: ProjectConfig, image: str, timeout_s: int = PROBE_TIMEOUT_S) -> list[Result]:
+    """nccl-tests across two GPU nodes (``scripts/preflight_fabric.py``): start pod 1 (the agent), then pod 0
+    (``mpirun``) with pod 1's address, read pod 0's log, delete both."""
+    import secrets
+
+    ns, token = cfg.job.namespace, secrets.token_hex(16)
+    names = [f"{fabric.NAME}-{i}" for i in (0, 1)]
+    for name in names:
+        run_command(["kubectl", "-n", ns, "delete", "pod", name, "--ignore-not-found", "--wait=true"], timeout=120)
+    try:
+        server = fabric.fabric_pod(cfg, image, 1, token)
+        created = run_command(["kubectl", "apply", "-f", "-"], stdin=json.dumps(server))
+        if created.returncode != 0:
+            return [fail("fabric", f"cannot create pod {ns}/{names[1]}: {created.stderr.strip()}")]
+        running = wait_pod(ns, names[1], ("Running", "Failed", "Succeeded"), timeout_s)
+        if running is None or running["status"].get("phase") != "Running":
+            return [fail("fabric", f"pod {names[1]} is not running after {timeout_s} s")]
+        launcher = fabric.fabric_pod(cfg, image, 0, token, peer=running["status"]["podIP"])
+        created = run_command(["kubectl", "apply", "-f", "-"], stdin=json.dumps(launcher))
+        if created.returncode != 0:
+            return [fail("fabric", f"cannot create pod {ns}/{names[0]}: {created.stderr.strip()}")]
+        if wait_pod(ns, names[0], ("Succeeded", "Failed"), timeout_s) is None:
+            return [fail("fabric", f"pod {names[0]} did not finish within {timeout_s} s")]
+        log = run_command(["kubectl", "-n", ns, "logs", names[0]], timeout=60).stdout
+        return [
+            Result(name, "ok" if good else "FAIL", detail) for name, good, detail in fabric.fabric_results(cfg, log)
+        ]
+    finally:
+        for name in names:
+            run_command(["kubectl", "-n", ns, "delete", "pod", name, "--ignore-not-found", "--wait=false"], timeout=60)
+
+
 def cluster_checks(cfg: ProjectConfig, image: str | None) -> list[Result]:
     nodes = json_of(["kubectl", "get", "nodes", "-o", "json"])
     results = gpu_nodes_check(nodes, cfg)
@@ -449,6 +566,10 @@ def cluster_checks(cfg: ProjectConfig, image: str | None) -> list[Result]:
             results.append(skip("gpu:probe", "no Ready GPU node to run on"))
         for group in groups:
             results += run_probe(cfg, image, group)
+        if gpu_nodes >= 2:
+            results += run_fabric(cfg, image)
+        else:
+            results.append(skip("fabric", f"nccl-tests needs two Ready GPU nodes, {gpu_nodes} found"))
     return results
 
 

@@ -21,6 +21,7 @@ from constructs import Construct
 from platform_config import ProjectConfig
 from platform_config.schema import CapacityType
 from stacks.compliance import acknowledge
+from stacks.gpu_ami import gpu_ami_parameter_name
 from stacks.gpu_user_data import ClusterConnection, mime_user_data
 from stacks.node_role import eks_node_role
 
@@ -35,16 +36,6 @@ ROOT_DEVICE_NAME = "/dev/xvda"
 SUSPENDED_DURING_UPDATE = ["HealthCheck", "ReplaceUnhealthy", "AZRebalance", "AlarmNotification", "ScheduledActions"]
 #: Time CloudFormation waits after replacing a node before the next one (a GPU node joins in a few minutes).
 ROLLING_UPDATE_PAUSE = "PT10M"
-
-
-def gpu_ami_parameter_name(cfg: ProjectConfig) -> str:
-    """SSM parameter of the AL2023 NVIDIA EKS AMI: the release-specific one of ``gpu_nodes.ami_release``
-    (``.../nvidia/amazon-eks-node-al2023-x86_64-nvidia-<k8s>-<release>/image_id``, whose value never changes), or,
-    in a demo without a release, ``.../nvidia/recommended/image_id`` (which moves with every AMI AWS publishes)."""
-    k8s = cfg.cluster.kubernetes_version
-    release = cfg.gpu_nodes.ami_release
-    leaf = f"amazon-eks-node-al2023-x86_64-nvidia-{k8s}-{release}" if release else "recommended"
-    return f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/x86_64/nvidia/{leaf}/image_id"
 
 
 def network_interfaces(cfg: ProjectConfig, security_group_ids: list[str]) -> list[dict]:

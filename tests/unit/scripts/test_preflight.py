@@ -187,7 +187,7 @@ def test_addon_pins_against_describe_addon_versions() -> None:
 def test_capacity_block_matches_the_configuration() -> None:
     cfg = load_config(env="prod")
     (result,) = capacity_reservation_check(load("describe-capacity-reservations.json"), cfg)
-    assert result == Result("reservation:cr-0123456789abcdef0", "ok", "scheduled, 8 x p5.48xlarge in us-west-2b")
+    assert result == Result("reservation:cr-0123456789abcdef0", "ok", "scheduled, 9 x p5.48xlarge in us-west-2b")
 
 
 def test_capacity_block_mismatches_are_named() -> None:
@@ -198,7 +198,7 @@ def test_capacity_block_mismatches_are_named() -> None:
     (result,) = capacity_reservation_check(described, cfg)
     assert result.status == "FAIL"
     assert result.detail == (
-        "AZ us-west-2a (config aws.availability_zone us-west-2b); 4 instances < 8 (node_count 8 + spare_nodes 0); "
+        "AZ us-west-2a (config aws.availability_zone us-west-2b); 4 instances < 9 (node_count 8 + spare_nodes 1); "
         "EndDate 2027-01-17T11:30:00+00:00 (config 2027-01-18T11:30:00+00:00)"
     )
     assert (
@@ -209,9 +209,10 @@ def test_capacity_block_mismatches_are_named() -> None:
 
 def test_reservation_must_hold_the_spare_nodes_too() -> None:
     """The launch template targets the reservation alone: a spare node beyond it could never launch."""
-    prod = load_config(env="prod")
-    cfg = prod.model_copy(update={"gpu_nodes": prod.gpu_nodes.model_copy(update={"spare_nodes": 1, "max_nodes": 9})})
-    (result,) = capacity_reservation_check(load("describe-capacity-reservations.json"), cfg)
+    cfg = load_config(env="prod")  # 8 training nodes and a spare
+    described = load("describe-capacity-reservations.json")
+    described["CapacityReservations"][0]["TotalInstanceCount"] = 8
+    (result,) = capacity_reservation_check(described, cfg)
     assert result == Result(
         "reservation:cr-0123456789abcdef0", "FAIL", "8 instances < 9 (node_count 8 + spare_nodes 1)"
     )
@@ -240,3 +241,52 @@ def test_make_preflight_skips_cleanly_without_a_cluster(tmp_path: Path) -> None:
     assert "preflight: AWS checks skipped:" in out
     assert "preflight: cluster checks skipped:" in out
     assert out.rstrip().endswith("preflight: nothing to check here (no AWS credentials, no cluster); exiting 0")
+
+
+def _table(subnets: list[str], route: dict, main: bool = False) -> dict:
+    associations = [{"SubnetId": s} for s in subnets] + ([{"Main": True}] if main else [])
+    return {
+        "Associations": associations,
+        "Routes": [{"DestinationCidrBlock": "10.0.0.0/16", "GatewayId": "local"}, route],
+    }
+
+
+def test_egress_through_a_nat_gateway_or_a_main_table_is_ok_and_missing_egress_is_named() -> None:
+    """The shapes of ``aws ec2 describe-route-tables`` / ``describe-vpc-endpoints`` (written for this test)."""
+    cfg = load_config(env="prod")
+    a, b = list(cfg.network.private_subnets)
+    nat = {"DestinationCidrBlock": "0.0.0.0/0", "NatGatewayId": "nat-0123", "State": "active"}
+    tables = {"RouteTables": [_table([a], nat), _table([], nat, main=True)]}
+    results = pf.egress_check(tables, {"VpcEndpoints": []}, cfg)
+    assert [(r.name, r.status, r.detail) for r in results] == [
+        (f"egress:{a}", "ok", "default route via nat-0123"),
+        (f"egress:{b}", "ok", "default route via nat-0123"),  # no association of its own: the main table
+    ]
+    igw = {"DestinationCidrBlock": "0.0.0.0/0", "GatewayId": "igw-0123", "State": "active"}
+    dead = {**nat, "State": "blackhole"}
+    endpoints = {"VpcEndpoints": [{"ServiceName": "com.amazonaws.us-west-2.sts", "State": "available"}]}
+    results = pf.egress_check({"RouteTables": [_table([a], igw), _table([b], dead)]}, endpoints, cfg)
+    assert [r.status for r in results] == ["FAIL", "FAIL"]
+    assert "0.0.0.0/0 goes to an internet gateway" in results[0].detail
+    assert "0.0.0.0/0 goes to nothing" in results[1].detail  # a blackholed NAT route is no route
+    assert "https://nvidia.github.io/k8s-device-plugin" in results[0].detail
+    assert results[0].detail.endswith("(interface endpoints missing as well: eks, ecr.api, ecr.dkr, logs)")
+
+
+def test_the_pinned_ami_release_must_exist() -> None:
+    cfg = load_config(env="prod")
+    name = (
+        "/aws/service/eks/optimized-ami/1.36/amazon-linux-2023/x86_64/nvidia/"
+        "amazon-eks-node-al2023-x86_64-nvidia-1.36-v20261115/image_id"
+    )
+    found = pf.ami_release_check({"Parameters": [{"Name": name, "Value": "ami-0abc"}]}, cfg)
+    assert (found.status, found.detail) == ("ok", f"v20261115: ami-0abc ({name})")
+    missing = pf.ami_release_check({"Parameters": [], "InvalidParameters": [name]}, cfg)
+    assert missing.status == "FAIL" and "gpu_nodes.ami_release 'v20261115' is not a release" in missing.detail
+
+
+def test_hugepages_short_node_is_named() -> None:
+    nodes = load("nodes.json")
+    nodes["items"][0]["status"]["allocatable"]["hugepages-2Mi"] = "0"
+    results = gpu_nodes_check(nodes, load_config())
+    assert results[1].status == "FAIL" and "hugepages-2Mi 0 < 5120Mi" in results[1].detail

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from platform_config import INSTANCE_TYPES, config_from_dict, load_config
-from stacks.gpu_node_group import IMDS_HOP_LIMIT, capacity_options, gpu_ami_parameter_name, network_interfaces
+from stacks.gpu_ami import gpu_ami_parameter_name
+from stacks.gpu_node_group import IMDS_HOP_LIMIT, capacity_options, network_interfaces
 from tests.helpers.stack_synth import Synthesized
 from tests.unit.stacks.conftest import only, resources
 
