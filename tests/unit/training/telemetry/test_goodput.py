@@ -374,3 +374,26 @@ def test_a_fault_injected_between_two_pods_restarts_separates_them() -> None:
         *[_restart(14.0, r, "job", "node-loss", 0, restart=0, attempt=1, it=0) for r in (0, 1)],
     ]
     assert analyze(events).restart_causes()["by_layer_and_cause"] == {"job/node-loss": 2}
+
+
+@pytest.mark.parametrize(
+    ("phase", "logged_late", "rollback"), [("step", True, 3), ("step", False, 3), ("eval", False, 4)]
+)
+def test_the_rollback_counts_from_the_step_the_fault_s_phase_says_was_done(
+    phase: str, logged_late: bool, rollback: int
+) -> None:
+    """Issue 48, item 8: the report's phase rule. A fault in phase ``step`` at step 8 fires before step 8, when every
+    rank had finished step 7, even if rank 0 logs step 7 a moment after the fault; one in phase ``eval`` at step 8
+    fires after step 8. Restored step 4: 3 steps (5-7) or 4 steps (5-8) are trained again."""
+    log = TrainerLog(interval=4, stall_s=0.1, write_s=0.5)
+    log.start()
+    log.steps(6 if logged_late else 7)
+    if phase == "step":
+        log.wait(0.3).emit(1, "fault_injected", kind="exception", step=8, fault_rank=1, phase="step")
+        log.steps(7)  # rank 0's log of step 7, 1 s after the fault when ``logged_late`` (no-op otherwise)
+    else:
+        log.steps(8).wait(0.3).emit(1, "fault_injected", kind="exception", step=8, fault_rank=1, phase="eval")
+    log.inprocess_restart("exception", from_step=4, dt_start=0.5, dt_restore=0.5)
+    log.steps(10)
+    (f,) = analyze(log.finish(dt=0.2).sorted_events()).faults
+    assert (f.phase, f.step, f.restored_step, f.rollback_steps) == (phase, 8, 4, rollback)
