@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -15,9 +16,7 @@ from training.checkpoint.files import (
     COMMIT_MARKER,
     RANK_SUMS,
     TMP_SUFFIX,
-    checksums,
     list_committed,
-    own_files,
     publish_rank_checksums,
     read_marker,
     step_dir_name,
@@ -47,9 +46,13 @@ def test_a_commit_writes_the_marker_renames_and_records_the_event(tmp_path: Path
     final = root / step_dir_name(4)
     assert not flight.tmp.exists() and verify_checkpoint(final) is None
     marker = read_marker(final)
-    assert marker["files"] == checksums(own_files(final, 0)) and (marker["step"], marker["world_size"]) == (4, 1)
+    # every file the write left, hashed and sized here (issue 48, item 8: not by the implementation's own function)
+    data = {f.name: f.read_bytes() for f in final.iterdir() if f.name != COMMIT_MARKER}
+    assert sorted(data) == [".metadata", "__0_0.distcp"]
+    want = {name: {"sha256": hashlib.sha256(b).hexdigest(), "bytes": len(b)} for name, b in data.items()}
+    assert marker["files"] == want and (marker["step"], marker["world_size"]) == (4, 1)
     (event,) = [e for e in read_events(tmp_path) if e["event"] == "ckpt_committed"]
-    assert event["path"] == str(final) and event["bytes"] == sum(f["bytes"] for f in marker["files"].values())
+    assert event["path"] == str(final) and event["bytes"] == sum(len(b) for b in data.values())
 
 
 def test_rank0_commits_with_the_checksums_the_other_rank_published(tmp_path: Path) -> None:
@@ -58,7 +61,8 @@ def test_rank0_commits_with_the_checksums_the_other_rank_published(tmp_path: Pat
     stray = flight.tmp / "__1_0.distcp"  # "rank 1's" file: .metadata does not describe it, so the layout check
     stray.write_bytes(b"rank one")  # refuses the commit - but only after every checksum was gathered
     publish_rank_checksums(flight.tmp, 1)
-    assert json.loads((flight.tmp / RANK_SUMS.format(1)).read_text()) == checksums([stray])
+    rank_one = {"__1_0.distcp": {"sha256": hashlib.sha256(b"rank one").hexdigest(), "bytes": 8}}
+    assert json.loads((flight.tmp / RANK_SUMS.format(1)).read_text()) == rank_one
     with pytest.raises(CheckpointError, match=r"__1_0.distcp.*\.metadata|\.metadata.*__1_0.distcp"):
         _commit(root, flight, 2)
     assert list_committed(root) == []
