@@ -19,6 +19,7 @@ from stacks.cluster_stack import ClusterStack
 from stacks.efa_security_group import EfaSecurityGroup, EfaSecurityGroupProps
 from stacks.gpu_node_group import GpuNodeGroup, GpuNodeGroupProps
 from stacks.gpu_user_data import ClusterConnection
+from stacks.node_fencing import NodeFencing, NodeFencingProps
 from stacks.node_termination_handler import MANAGED_TAG, NodeTerminationHandler, NodeTerminationHandlerProps
 
 
@@ -73,6 +74,18 @@ class GpuStack(Stack):
             self,
             "NodeTerminationHandler",
             NodeTerminationHandlerProps(cfg=cfg, cluster=cluster, auto_scaling_group=group),
+        )
+        self.fencing = NodeFencing(
+            self,
+            "NodeFencing",
+            NodeFencingProps(
+                cfg=cfg,
+                cluster=cluster,
+                vpc=platform.network.vpc,
+                subnets=tuple(platform.network.private_subnets),
+                auto_scaling_group=group,
+                lifecycle_hook=self.termination_handler.lifecycle_hook,
+            ),
         )
         CfnOutput(self, "GpuAutoScalingGroupName", value=group.ref, description="GPU Auto Scaling group")
         CfnOutput(
