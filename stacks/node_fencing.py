@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -39,7 +39,7 @@ from constructs import Construct
 
 from platform_config import ProjectConfig
 from stacks.compliance import acknowledge
-from stacks.node_termination_handler import nag_arn_prefix
+from stacks.node_termination_handler import acknowledge_group_arn, group_arn
 
 #: The managed add-on that sets ``AcceleratedHardwareReady`` (not installed here yet: module docstring).
 ADDON = "eks-node-monitoring-agent"
@@ -99,7 +99,6 @@ class NodeFencing(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: NodeFencingProps) -> None:
         super().__init__(scope, construct_id)
         cfg, cluster, group = props.cfg, props.cluster, props.auto_scaling_group
-        stack = Stack.of(self)
         self.function = lambda_.Function(
             self,
             "Agent",
@@ -122,15 +121,10 @@ class NodeFencing(Construct):
             },
             description="Fences GPU nodes: NotReady with a live instance, or a GPU fault (docs/kubernetes.md)",
         )
-        group_arn = stack.format_arn(
-            service="autoscaling",
-            resource="autoScalingGroup",
-            resource_name=f"*:autoScalingGroupName/{group.ref}",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
         self.function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["autoscaling:SetInstanceHealth", "autoscaling:CompleteLifecycleAction"], resources=[group_arn]
+                actions=["autoscaling:SetInstanceHealth", "autoscaling:CompleteLifecycleAction"],
+                resources=[group_arn(group)],
             )
         )
         self.function.add_to_role_policy(
@@ -152,12 +146,7 @@ class NodeFencing(Construct):
                 f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{managed}]",
                 "The AWS managed policies of a function in a VPC: its logs and its network interfaces.",
             )
-        acknowledge(
-            role,
-            f"AwsSolutions-IAM5[Resource::{nag_arn_prefix(stack)}:autoScalingGroup:*:autoScalingGroupName/"
-            f"<{stack.get_logical_id(group)}>]",
-            "The group ARN carries its generated UUID, which CloudFormation does not return; the name pins the group.",
-        )
+        acknowledge_group_arn(role, group)
         self.access_entry = eks.CfnAccessEntry(
             self,
             "AccessEntry",

@@ -82,6 +82,27 @@ def chart_values(cfg: ProjectConfig, queue_url: str, region: str) -> dict:
     }
 
 
+def group_arn(group: autoscaling.CfnAutoScalingGroup) -> str:
+    """The group's ARN with a wildcard for its UUID (which CloudFormation does not return): pinned by its name."""
+    return Stack.of(group).format_arn(
+        service="autoscaling",
+        resource="autoScalingGroup",
+        resource_name=f"*:autoScalingGroupName/{group.ref}",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+def acknowledge_group_arn(role: iam.IRole, group: autoscaling.CfnAutoScalingGroup) -> None:
+    """cdk-nag's IAM5 finding for :func:`group_arn` in ``role``'s policy, with the reason."""
+    stack = Stack.of(group)
+    acknowledge(
+        role,
+        f"AwsSolutions-IAM5[Resource::{nag_arn_prefix(stack)}:autoScalingGroup:*:autoScalingGroupName/"
+        f"<{stack.get_logical_id(group)}>]",
+        "The group ARN carries its generated UUID, which CloudFormation does not return; the name pins the group.",
+    )
+
+
 @dataclass(frozen=True)
 class NodeTerminationHandlerProps:
     """Inputs of :class:`NodeTerminationHandler`.
@@ -164,14 +185,8 @@ class NodeTerminationHandler(Construct):
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"], resources=[self.queue.queue_arn])
         )
-        group_arn = stack.format_arn(
-            service="autoscaling",
-            resource="autoScalingGroup",
-            resource_name=f"*:autoScalingGroupName/{group.ref}",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
         self.role.add_to_policy(
-            iam.PolicyStatement(actions=["autoscaling:CompleteLifecycleAction"], resources=[group_arn])
+            iam.PolicyStatement(actions=["autoscaling:CompleteLifecycleAction"], resources=[group_arn(group)])
         )
         self.role.add_to_policy(
             iam.PolicyStatement(
@@ -189,12 +204,7 @@ class NodeTerminationHandler(Construct):
             "autoscaling:DescribeAutoScalingInstances, autoscaling:DescribeTags and ec2:DescribeInstances support "
             "no resource-level permissions (the NTH IAM policy); everything else is scoped to the queue and group.",
         )
-        acknowledge(
-            self.role,
-            f"AwsSolutions-IAM5[Resource::{nag_arn_prefix(stack)}:autoScalingGroup:*:autoScalingGroupName/"
-            f"<{stack.get_logical_id(group)}>]",
-            "The group ARN carries its generated UUID, which CloudFormation does not return; the name pins the group.",
-        )
+        acknowledge_group_arn(self.role, group)
         self.pod_identity = eks.CfnPodIdentityAssociation(
             self,
             "PodIdentity",
