@@ -62,6 +62,19 @@ PHASES: dict[str, str] = {
     "restore": "{k}@0:1/restore",
     "eval": "{k}@20:1/eval",
 }
+#: The step each phase's recovery resumes from (issue 48, item 8: exact, not "at least the last commit"), with the
+#: memory tier every 5 steps (:func:`_config`) and storage saves every 5: the newest snapshot every rank holds. Init
+#: and first step: nothing yet (0). Mid-training (before step 7): step 5. During the async write of step 10: the
+#: snapshot of step 10, taken before the save. Restore (fires in the mid-training recovery's restore): step 5 again.
+#: Eval at step 20 (after the step and its save): step 20.
+EXPECTED_RESUME = {
+    "init": 0,
+    "first step": 0,
+    "mid-training": 5,
+    "async checkpoint write": 10,
+    "restore": 5,
+    "eval": 20,
+}
 #: Restores that fail before a storage error escalates to exit 21 (the ledger's limit, plus the one that exceeds it).
 MAX_REPEATS = FaultConfig().max_repeats
 RESULTS = Path(os.environ.get("RELIABILITY_RESULTS", REPO_ROOT / "runs" / "reliability" / "fault_matrix.json"))
@@ -72,6 +85,7 @@ RAW: dict[str, Any] = {}
 def _config(**extra: Any) -> dict[str, Any]:
     cfg = copy.deepcopy(FAST_CONFIG)
     cfg["train"].update(eval_interval=10, eval_batches=1)
+    cfg["checkpoint"]["memory_interval_steps"] = 5  # a fixed interval: the resume steps are known (EXPECTED_RESUME)
     cfg["local"] = {"ft": {"max_restarts": 8}}
     for key, value in extra.items():
         cfg.setdefault(key, {}).update(value)
@@ -104,21 +118,23 @@ def _evaluate_kind(kind: str, run: dict[str, Any]) -> list[dict[str, Any]]:
         later = [e for e in events if e["ts"] > fault["ts"]]
         begin = next((e for e in later if e["event"] == "restart_begin"), None)
         end = next((e for e in later if e["event"] == "restart_end"), None)
-        committed = [e["step"] for e in events if e["event"] == "ckpt_committed" and e["ts"] < fault["ts"]]
-        kept = max(committed, default=0)
         resumed = end.get("resumed_step") if end else None
+        # what storage held when the ranks resumed (a save staged before the fault may commit after it)
+        until = end["ts"] if end else fault["ts"]
+        kept = max((e["step"] for e in events if e["event"] == "ckpt_committed" and e["ts"] < until), default=0)
         measured = next((f for f in analysis.faults if f.injected and f.ts == fault["ts"]), None)
         recovery_s = round(measured.recovery_s, 2) if measured and measured.recovery_s is not None else None
         ok = (
             begin is not None
             and begin["layer"] == EXPECTED_LAYER[kind]
-            and resumed is not None
+            and resumed == EXPECTED_RESUME[phase]
             and resumed >= kept
             and proc.returncode == 0
             and final == STEPS
         )
         outcome = (
-            f"recovered by {begin['layer']} in {recovery_s} s, resumed at step {resumed} (last committed {kept})"
+            f"recovered by {begin['layer']} in {recovery_s} s, resumed at step {resumed} (expected "
+            f"{EXPECTED_RESUME[phase]}; storage held step {kept})"
             if begin and end
             else f"no restart seen (exit {proc.returncode})"
         )
@@ -137,6 +153,9 @@ STORAGE: dict[str, tuple[str, str | None, float]] = {
     "read-only file system": ("async-ckpt", "read-only", 0.0),
     "slow storage": ("async-ckpt", None, 1.0),
 }
+#: The least back-pressure the slow-storage cell's 1.0 s writes must cause: the 5 steps between saves take well under
+#: 0.5 s on CPU, so the next save waits at least half the write.
+SLOW_WAIT_S = 0.5
 #: The NVRx path cannot train on CPU (its queue calls CUDA): its full-disk cell runs NVRx's writer on CPU tensors.
 NVRX_FULL_DISK = "full disk, NVRx async save (NVRx's writer on CPU tensors)"
 #: What a storage cell's message must say, by cell.
@@ -199,13 +218,16 @@ def _evaluate_storage(run: dict[str, Any]) -> dict[str, Any]:
             elif e["event"] in ("ckpt_committed", "ckpt_failed"):
                 inflight -= 1
         stalls = [e["stall_s"] for e in events if e["event"] == "ckpt_staged"]
+        waits = [e.get("backpressure_s") or 0.0 for e in events if e["event"] == "ckpt_begin" and e["rank"] == 0]
         committed = sum(e["event"] == "ckpt_committed" for e in events)
-        ok = proc.returncode == 0 and max_inflight <= 1 and committed >= 1
+        # Issue 48, item 8: each 1 s write outlasts the 5 steps to the next save, so a save waits for the one before
+        ok = proc.returncode == 0 and max_inflight <= 1 and committed >= 1 and max(waits, default=0) >= SLOW_WAIT_S
         return {
             **cell,
             "ok": ok,
             "outcome": f"completed (exit {proc.returncode}); at most {max_inflight} save in flight; "
-            f"{committed} committed; max loop stall {max(stalls, default=0):.2f} s (back-pressure)",
+            f"{committed} committed; max back-pressure {max(waits, default=0):.2f} s (>= {SLOW_WAIT_S} s), max "
+            f"loop stall {max(stalls, default=0):.2f} s",
         }
     cause = STORAGE_CAUSE.get(name, "likely cause: the file system is full")
     ok = proc.returncode == int(ExitCode.CHECKPOINT_WRITE) and cause in out
