@@ -84,3 +84,38 @@ def test_pods_take_a_whole_gpu_node_like_a_training_pod_and_validate(index: int)
 def test_the_launcher_pod_needs_the_peer() -> None:
     with pytest.raises(ValueError, match="needs pod 1's address"):
         fabric.fabric_pod(load_config(), "img", 0, "tok")
+
+
+def test_run_fabric_starts_the_agent_then_mpirun_with_its_address_and_always_cleans_up(monkeypatch) -> None:
+    """kubectl scripted: pod 1 runs at 10.0.32.7, pod 0 succeeds with the recorded log; both pods are deleted."""
+    import json
+    import subprocess
+
+    from scripts import preflight as pf
+
+    calls: list[list[str]] = []
+    applied: list[dict] = []
+
+    def run_command(argv: list[str], stdin: str | None = None, timeout: int = 60) -> subprocess.CompletedProcess:
+        calls.append(argv)
+        if argv[:2] == ["kubectl", "apply"]:
+            applied.append(json.loads(stdin or "{}"))
+        out = LOG if argv[-2:] == ["logs", f"{fabric.NAME}-0"] else ""
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    def wait_pod(ns: str, name: str, phases: tuple[str, ...], timeout_s: int) -> dict:
+        return {"status": {"phase": "Running" if name.endswith("-1") else "Succeeded", "podIP": "10.0.32.7"}}
+
+    monkeypatch.setattr(pf, "run_command", run_command)
+    monkeypatch.setattr(pf, "wait_pod", wait_pod)
+    results = pf.run_fabric(load_config(), "img")
+    assert [(r.name, r.status) for r in results] == [
+        ("fabric:network", "ok"), ("fabric:correctness", "ok"), ("fabric:busbw", "ok")
+    ]  # fmt: skip
+    assert [p["metadata"]["name"] for p in applied] == ["preflight-nccl-1", "preflight-nccl-0"]
+    launcher = applied[1]["spec"]["containers"][0]["command"]
+    assert "localhost:8,10.0.32.7:8" in launcher
+    tokens = [{e["name"]: e["value"] for e in p["spec"]["containers"][0]["env"]}["RSH_TOKEN"] for p in applied]
+    assert len(tokens[0]) == 32 and tokens[0] == tokens[1]  # a fresh random secret, shared by the two pods
+    deletes = [c[5] for c in calls if c[3:4] == ["delete"]]
+    assert deletes[-2:] == ["preflight-nccl-0", "preflight-nccl-1"]  # the finally block, whatever happened
