@@ -10,7 +10,8 @@ checkpoints), and the mean step time while a background write is in flight again
 Variants: ``none``, ``sync``, ``async`` (NVRx with ``checkpoint.nvrx_staging`` from the config on CUDA, torch
 ``dcp.async_save`` on CPU) and ``async:<staging>`` for each NVRx staging mode (CUDA only). The memory tier is off
 in every variant unless it ends in ``+mem`` (``none+mem``: memory snapshots only; ``async+mem``: both), with a
-snapshot every ``--memory-interval`` steps; its stall per snapshot is its own column.
+snapshot every ``--memory-interval`` steps (default: the config's, ``auto``); its stall per snapshot and the
+interval ``auto`` chose are their own columns.
 
 Each variant's checkpoints are removed once it has run (its event log stays for the table), and the benchmark
 refuses to start unless ``--out`` has room for one variant's checkpoints (:func:`space_needed`): a 1B model's are
@@ -53,8 +54,11 @@ def _worker(args: argparse.Namespace) -> int:
     mode, _, staging = base.partition(":")
     ckpt: dict[str, Any] = {
         "interval_steps": args.steps + 1 if mode == "none" else args.interval,
-        "memory_interval_steps": args.memory_interval if memory else 0,
     }
+    if not memory:
+        ckpt["memory_interval_steps"] = 0
+    elif args.memory_interval is not None:
+        ckpt["memory_interval_steps"] = args.memory_interval
     if staging:
         ckpt["nvrx_staging"] = staging
     train: dict[str, Any] = {"eval_interval": 0, "steps": args.steps}
@@ -124,7 +128,9 @@ def _launch(args: argparse.Namespace, variant: str, nproc: int) -> int:
     """torchrun the workers of one variant (bounded by ``--timeout``); returns the exit code (124: timed out)."""
     worker = ["--worker", "--variants", variant, "--out", str(args.out)]
     worker += ["--size", args.size, "--steps", str(args.steps), "--interval", str(args.interval)]
-    worker += ["--timeout", str(args.timeout), "--memory-interval", str(args.memory_interval)]
+    worker += ["--timeout", str(args.timeout)]
+    if args.memory_interval is not None:
+        worker += ["--memory-interval", str(args.memory_interval)]
     for flag, value in (("--seq-len", args.seq_len), ("--micro-batch", args.micro_batch), ("--config", args.config)):
         if value:
             worker += [flag, str(value)]
@@ -184,12 +190,14 @@ def _table(args: argparse.Namespace, device: str, nproc: int) -> int:
         events = read_events(run_dir)
         stalls = [e["stall_s"] for e in events if e["event"] == "ckpt_staged"]
         mem = [e["stall_s"] for e in events if e["event"] == "mem_snapshot" and e["rank"] == 0 and "error" not in e]
+        chosen = [e["interval"] for e in events if e["event"] == "mem_interval" and e["rank"] == 0]
         split = step_time_split(events, args.warmup)
         results[variant] = {
             "steps_per_s": step_throughput(run_dir, args.warmup),
             "stalls_s": stalls,
             "mem_snapshots": len(mem),
             "mem_stall_s_p50": statistics.median(mem) if mem else None,
+            "mem_interval": chosen[-1] if chosen else None,
             **split,
             **ck,
         }
@@ -197,9 +205,9 @@ def _table(args: argparse.Namespace, device: str, nproc: int) -> int:
     print(f"\nCheckpoint stall by mode, model {args.size}, {device}, {args.steps} steps, every {args.interval}\n")
     print(
         "| variant | steps/s | efficiency vs none | saves | stall p50 s | commit p50 s | stall of each save, s "
-        "| step s idle | step s while writing | memory snapshots | memory stall p50 s |"
+        "| step s idle | step s while writing | memory snapshots | memory stall p50 s | memory interval |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         eff = r["steps_per_s"] / base if base and r["steps_per_s"] else None
         r["efficiency_vs_none"] = eff
@@ -208,7 +216,7 @@ def _table(args: argparse.Namespace, device: str, nproc: int) -> int:
             f"| {name} | {fmt(r['steps_per_s'])} | {fmt(eff, '.1%')} | {r.get('saves', 0)} "
             f"| {fmt(r.get('stall_s_p50'), '.3f')} | {fmt(r.get('write_s_p50'), '.3f')} | {each} "
             f"| {fmt(r['step_s_idle'], '.4f')} | {fmt(r['step_s_writing'], '.4f')} "
-            f"| {r['mem_snapshots']} | {fmt(r['mem_stall_s_p50'], '.4f')} |"
+            f"| {r['mem_snapshots']} | {fmt(r['mem_stall_s_p50'], '.4f')} | {r['mem_interval'] or '-'} |"
         )
     recorded = {"device": device, "world_size": nproc, "results": results}
     (args.out / "results.json").write_text(json.dumps(recorded, indent=2))
@@ -219,6 +227,14 @@ def _table(args: argparse.Namespace, device: str, nproc: int) -> int:
     return 1 if missing else 0
 
 
+def _memory_interval(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of steps >= 1 or auto")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="tiny", help="model.size (tiny, small, 1b, llama3-8b)")
@@ -227,7 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--interval", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3, help="steps left out of steps/s")
-    p.add_argument("--memory-interval", type=int, default=5, help="steps between snapshots of the +mem variants")
+    p.add_argument(
+        "--memory-interval",
+        type=_memory_interval,
+        default=None,
+        help="steps between snapshots of the +mem variants, or auto (default: checkpoint.memory_interval_steps)",
+    )
     p.add_argument("--variants", default=DEFAULT_VARIANTS)
     p.add_argument("--nproc", type=int, default=None, help="default: GPUs if CUDA, else 2")
     p.add_argument("--config", type=Path, default=None, help="project config (default: project.yaml)")

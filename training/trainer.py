@@ -287,7 +287,7 @@ class Trainer:
             # With a checkpoint or a memory-tier snapshot on any rank, the restore fills every weight: this rank's
             # shards only, nothing initialised (initialising the 1B model took 9.3 s of each in-process restart on an
             # H200). Should the restore find nothing usable after all, it initialises then.
-            in_memory = self.memory_interval_steps > 0 and holds_snapshot(root)
+            in_memory = self.memory_interval_steps != 0 and holds_snapshot(root)
             self.on_meta = any_rank(committed_checkpoint_exists(root) or in_memory, self.device)
             self.model = sharded_model(self._model_spec, self.device, on_meta=self.on_meta)
             self.flops_per_token = flops_per_token(self.model.args, tc.seq_len)
@@ -311,6 +311,8 @@ class Trainer:
                 nvrx_staging=self.cfg.checkpoint.nvrx_staging,
                 write_threads=self.cfg.checkpoint.write_threads,
                 memory_interval_steps=self.memory_interval_steps,
+                memory_overhead_budget=self.cfg.checkpoint.memory_overhead_budget,
+                memory_ceiling=self.cfg.checkpoint.interval_steps,
             )
             self.progress = StorageProgress(self.ckpt, self.hooks, self.cfg.checkpoint.max_failed_saves, self.rank)
             self.timer = StepTimer(self.flops_per_token, self.world_size, peak_flops_per_device(self.device))
@@ -415,6 +417,7 @@ class Trainer:
                 if not warmed:  # the optimizer state exists after the first step: its layout is the saves'
                     self.ckpt.warm_up(self.state)
                     warmed = True
+                self.ckpt.step_done(step, timing["step_s"] or 0.0)
                 if self.ckpt.memory_due(step):
                     self.ckpt.snapshot(step, self.state)
                 if step % cc.interval_steps == 0:

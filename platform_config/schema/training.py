@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -47,9 +47,14 @@ class CheckpointConfig(_Strict):
     #: Steps between host-memory snapshots (the memory tier: page-locked host buffers backed by ``/dev/shm``, each
     #: rank's snapshot also copied to a rank on the next node). An in-process restart, an ft_launcher restart and a
     #: lost node (while one replica survives) roll back at most this many steps instead of to the last storage
-    #: checkpoint. 0 = off (storage only); always off in mode ``k8s-only`` (the published baseline). Host memory per
-    #: rank: 4 x its shard of the state (2 own slots, 2 peer).
-    memory_interval_steps: int = Field(default=5, ge=0)
+    #: checkpoint. ``auto`` (the default): the smallest interval whose measured cost to the training loop stays within
+    #: ``memory_overhead_budget``, re-decided as step time and snapshot cost move, at most ``interval_steps``
+    #: (training/checkpoint/memory_interval.py; the log says which interval and why). 0 = off (storage only); always
+    #: off in mode ``k8s-only`` (the published baseline). Host memory per rank: 4 x its shard of the state (2 own
+    #: slots, 2 peer).
+    memory_interval_steps: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    #: The share of the training loop's time the ``auto`` memory interval may spend on snapshots.
+    memory_overhead_budget: float = Field(default=0.01, gt=0, le=0.5)
     keep_last: int = Field(default=3, ge=1)
     #: Consecutive failed storage saves (a full or failing file system) after which the run stops with exit 21
     #: (``CHECKPOINT_WRITE``), keeping the newest memory-tier snapshot. A failed save is not a training fault: the

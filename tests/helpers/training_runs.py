@@ -407,7 +407,9 @@ def read_result(run_dir: Path) -> dict[str, Any]:
 FAST_CONFIG: dict[str, Any] = {
     "model": {"size": "tiny"},
     "train": {"seq_len": 32, "micro_batch_size": 4, "warmup_steps": 2, "eval_interval": 0, "steps": 40},
-    "checkpoint": {"interval_steps": 5, "keep_last": 3},
+    # A fixed memory interval: each run's rollbacks are then the same every time (the ``auto`` default follows the
+    # measured costs; tests/unit/training/checkpoint/test_memory_interval.py covers it).
+    "checkpoint": {"interval_steps": 5, "keep_last": 3, "memory_interval_steps": 5},
 }
 
 

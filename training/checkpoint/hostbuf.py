@@ -2,9 +2,9 @@
 
 One slot is one snapshot of one rank's state ("the owner"): ``owner<r>.slot<k>.bin`` (the tensor bytes, in the
 layout of :mod:`training.checkpoint.snapshot`) and ``owner<r>.slot<k>.meta`` (sha256 of the payload, then the pickled
-payload: step, owner, world size, layout, the non-tensor state and the data's sha256). A slot is valid only while
-its meta exists and its digests match, so a snapshot torn by a crash is never loaded: a writer removes the meta
-first and writes it last.
+payload: step, owner, world size, layout, the non-tensor state and the data's fingerprint). A slot is valid only
+while its meta exists and its digest and the data's fingerprint match, so a snapshot torn by a crash is never
+loaded: a writer removes the meta first and writes it last.
 
 Why files in ``/dev/shm``: the same bytes are "own memory" after an in-process restart (the process keeps its
 mapping: no allocation, no copy), survive an ft_launcher restart of the workers on the same node (a new process
@@ -21,7 +21,6 @@ import mmap
 import os
 import pickle
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +42,12 @@ def _new_process_id() -> None:
 
 
 os.register_at_fork(after_in_child=_new_process_id)
-#: Bytes hashed per task when a buffer's sha256 is computed (the chunks are hashed in parallel).
-HASH_CHUNK = 64 << 20
-_HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
-_DIGEST_LEN = 32
-
 #: path -> (mmap, uint8 tensor over it, bytes): the mappings of this process, made once and never closed.
 _MAPPED: dict[Path, tuple[mmap.mmap, torch.Tensor, int]] = {}
 _NOTICE: list[str] = []
+#: The mapped paths that are page-locked.
+_PINNED: set[Path] = set()
+_DIGEST_LEN = 32
 
 
 def pinning_notice() -> str:
@@ -67,17 +64,22 @@ def _pin(t: torch.Tensor) -> None:
             raise OSError(f"cudaHostRegister of {t.numel()} bytes failed: {err}")
 
 
-def buffer(path: Path, nbytes: int) -> torch.Tensor:
-    """A uint8 tensor over the file ``path`` of ``nbytes`` bytes, mapped once per process (page-locked on CUDA).
+def buffer(path: Path, nbytes: int, *, pin: bool = True) -> torch.Tensor:
+    """A uint8 tensor over the file ``path`` of ``nbytes`` bytes, mapped once per process, and page-locked on CUDA
+    unless ``pin`` is False (a restore reads a snapshot once, faster than page-locking 11 GB takes: :func:`pin`
+    can follow later).
 
     An existing file of that size is mapped as it is (its bytes are kept: the snapshot of an earlier process); a
     file of another size is replaced. Raises OSError (``ENOSPC`` when ``/dev/shm`` is full).
     """
     mapped = _MAPPED.get(path)
     if mapped is not None and mapped[2] == nbytes and path.exists():
+        if pin:
+            pin_buffer(path)
         return mapped[1]
     if mapped is not None:  # another layout: a new file; the old mapping stays valid for whoever holds it
         _MAPPED.pop(path)
+        _PINNED.discard(path)
         path.unlink(missing_ok=True)
     size = max(nbytes, 1)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -90,18 +92,17 @@ def buffer(path: Path, nbytes: int) -> torch.Tensor:
     finally:
         os.close(fd)
     t = torch.frombuffer(mm, dtype=torch.uint8)[:nbytes]
-    _pin(t)
     _MAPPED[path] = (mm, t, nbytes)
+    if pin:
+        pin_buffer(path)
     return t
 
 
-def sha256_tensor(t: torch.Tensor) -> str:
-    """sha256 over chunks of a CPU uint8 tensor hashed in parallel: sha256 of the chunks' digests in order."""
-    view = memoryview(t.numpy()) if t.numel() else memoryview(b"")
-    chunks = [view[i : i + HASH_CHUNK] for i in range(0, len(view), HASH_CHUNK)] or [view]
-    with ThreadPoolExecutor(_HASH_THREADS) as pool:  # hashlib releases the GIL on large buffers
-        digests = list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
-    return hashlib.sha256(b"".join(digests)).hexdigest()
+def pin_buffer(path: Path) -> None:
+    """Page-lock the mapping of ``path`` (made by :func:`buffer`) on CUDA, once."""
+    if path not in _PINNED and path in _MAPPED:
+        _pin(_MAPPED[path][1])
+        _PINNED.add(path)
 
 
 class Slot:
@@ -116,8 +117,8 @@ class Slot:
     def __repr__(self) -> str:
         return f"Slot({self.data_path.name})"
 
-    def data(self, nbytes: int) -> torch.Tensor:
-        return buffer(self.data_path, nbytes)
+    def data(self, nbytes: int, *, pin: bool = True) -> torch.Tensor:
+        return buffer(self.data_path, nbytes, pin=pin)
 
     def invalidate(self) -> None:
         """Remove the meta first: from here on the slot holds no snapshot, whatever its data file holds."""
@@ -136,6 +137,7 @@ class Slot:
         self.invalidate()
         self.data_path.unlink(missing_ok=True)
         _MAPPED.pop(self.data_path, None)
+        _PINNED.discard(self.data_path)
 
 
 def encode_meta(meta: dict[str, Any]) -> bytes:

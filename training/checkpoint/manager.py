@@ -36,9 +36,10 @@ class CheckpointManager:
     """Saves and restores :class:`AppState` under ``root``; at most one storage save in flight.
 
     Collective: construct, :meth:`save`, :meth:`snapshot`, :meth:`wait` and :meth:`load_latest` on every rank at the
-    same point. ``memory_interval_steps`` > 0 turns the memory tier on; ``per_node``: ranks per node (peer copies go
-    to the next node). ``nvrx``: the NVRx async path to use in ``async`` mode instead of choosing one (tests drive
-    NVRx's writer on CPU tensors through it).
+    same point. ``memory_interval_steps`` > 0 or ``"auto"`` turns the memory tier on (``memory_overhead_budget`` and
+    ``memory_ceiling``: the ``auto`` interval's budget and longest interval, see :mod:`.memory_interval`);
+    ``per_node``: ranks per node (peer copies go to the next node). ``nvrx``: the NVRx async path to use in
+    ``async`` mode instead of choosing one (tests drive NVRx's writer on CPU tensors through it).
     """
 
     def __init__(
@@ -55,7 +56,9 @@ class CheckpointManager:
         nvrx_staging: NvrxStaging = "cuda-ipc",
         write_threads: int = 1,
         nvrx: NvrxAsync | None = None,
-        memory_interval_steps: int = 0,
+        memory_interval_steps: int | str = 0,
+        memory_overhead_budget: float = 0.01,
+        memory_ceiling: int = 1_000_000,
         per_node: int | None = None,
         bulk_timeout_s: float | None = None,
     ) -> None:
@@ -98,9 +101,9 @@ class CheckpointManager:
         self.memory = (
             MemoryTier(
                 self.root, memory_interval_steps, rank, world_size, per_node, events,
-                collective_timeout_s=collective_timeout_s,
+                collective_timeout_s=collective_timeout_s, budget=memory_overhead_budget, ceiling=memory_ceiling,
             )
-            if memory_interval_steps > 0
+            if memory_interval_steps == "auto" or int(memory_interval_steps) > 0
             else None
         )  # fmt: skip
         #: ``(keepalive, timeout_s)`` for the waits on a write in flight (:meth:`drain`), which the caller's
@@ -110,6 +113,11 @@ class CheckpointManager:
     def _emit(self, event: str, **fields: Any) -> None:
         if self.rank == 0:
             self.events.emit(event, **fields)
+
+    def step_done(self, step: int, step_s: float) -> None:
+        """Every step on every rank: the memory tier's ``auto`` interval measures it (see :mod:`.memory_interval`)."""
+        if self.memory is not None:
+            self.memory.step_done(step, step_s)
 
     def arrive(self, what: str, *, ping: bool = True) -> None:
         """After this rank's own bulk I/O: wait for every rank at the long-deadline barrier, with :attr:`keepalive`'s
@@ -165,8 +173,11 @@ class CheckpointManager:
             print(f"[checkpoint] removed the unfinished save(s) of step {', '.join(map(str, removed))}", flush=True)
 
     def warm_up(self, state: AppState) -> None:
-        """Once per (re)start, after the first optimizer step (see :meth:`StorageSaves.warm_up`)."""
+        """Once per (re)start, after the first optimizer step (see :meth:`StorageSaves.warm_up`); the memory tier
+        sizes its buffers."""
         self.saves.warm_up(state)
+        if self.memory is not None:
+            self.memory.prepare(state)
 
     def maybe_finalize(self) -> None:
         """Call every step on every rank (see :meth:`StorageSaves.maybe_finalize`)."""

@@ -92,7 +92,8 @@ def layout_of(parts: Split) -> Layout:
     return Layout(tuple(entries), offset)
 
 
-def _view(buf: torch.Tensor, e: Entry) -> torch.Tensor:
+def view_of(buf: torch.Tensor, e: Entry) -> torch.Tensor:
+    """Entry ``e``'s bytes of ``buf`` as a tensor of its dtype and shape."""
     return buf[e.offset : e.offset + e.nbytes].view(getattr(torch, e.dtype)).view(e.shape)
 
 
@@ -100,7 +101,7 @@ def copy_in(buf: torch.Tensor, layout: Layout, parts: Split, *, non_blocking: bo
     """Copy the tensors of ``parts`` into ``buf`` (on CUDA: asynchronously on the current stream)."""
     for e, t in zip(layout.entries, parts.local, strict=True):
         if e.nbytes:
-            _view(buf, e).copy_(t.detach(), non_blocking=non_blocking)
+            view_of(buf, e).copy_(t.detach(), non_blocking=non_blocking)
 
 
 def copy_out(buf: torch.Tensor, layout: Layout, parts: Split) -> None:
@@ -108,7 +109,7 @@ def copy_out(buf: torch.Tensor, layout: Layout, parts: Split) -> None:
     for e, t in zip(layout.entries, parts.local, strict=True):
         if e.nbytes:
             with torch.no_grad():
-                t.copy_(_view(buf, e))
+                t.copy_(view_of(buf, e))
 
 
 def rebuild(skeleton: Any, objects: list[Any]) -> Any:

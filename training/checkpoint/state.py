@@ -66,6 +66,8 @@ class AppState(Stateful):
         self.extra: dict[str, Stateful] = dict(extra or {})
         self.step = 0
         self._source_rank = rank
+        #: Moves with every :meth:`load_state_dict` (which replaces the optimizer's state tensors).
+        self.generation = 0
 
     def prepare_load(self, checkpoint_keys: Iterable[str]) -> int:
         """Pick which rank's per-rank entry to read from a checkpoint's flattened keys; returns that rank."""
@@ -74,14 +76,20 @@ class AppState(Stateful):
         return self._source_rank
 
     def state_dict(self) -> dict[str, Any]:
+        return {**self.tensor_state(), **self.host_state()}
+
+    def tensor_state(self) -> dict[str, Any]:
+        """The model's and optimizer's state: the live tensors themselves (views, not copies), so the same dict
+        shows every later step's values until :attr:`generation` moves (a load replaces the optimizer's tensors)."""
         msd, osd = get_state_dict(self.model, self.optimizer)
-        own = self._source_rank
+        return {"model": msd, "optim": osd}
+
+    def host_state(self) -> dict[str, Any]:
+        """The small rest of :meth:`state_dict`: sampler, step, this rank's RNG and extra state."""
         return {
-            "model": msd,
-            "optim": osd,
             "sampler": self.sampler.state_dict(),
             "step": self.step,
-            f"rank_{own}": {
+            f"rank_{self._source_rank}": {
                 "rng": rng_state(),
                 "extra": {name: pickle.dumps(s.state_dict()) for name, s in sorted(self.extra.items())},
             },
@@ -99,6 +107,7 @@ class AppState(Stateful):
             if name in self.extra:
                 self.extra[name].load_state_dict(pickle.loads(blob))
         self._source_rank = self.rank
+        self.generation += 1
 
 
 def _hash_value(h: Any, key: str, value: Any) -> None:

@@ -51,6 +51,8 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "restart_begin": ("cause", "layer"),  # detection of a fault by a restart layer
     "restart_end": ("layer",),  # the layer finished restarting; training resumes
     "mem_snapshot": ("step", "stall_s"),  # a memory-tier snapshot published (rank 0), or failed (any rank: error)
+    # the memory tier's ``auto`` interval changed: interval (steps), cost_s (one snapshot's cost to the loop), step_s
+    "mem_interval": ("step", "interval", "cost_s", "step_s"),
     "restore": ("from_step", "tier"),  # tier: "memory" | "shm" | "peer" | "storage" | "none"
     "phase": ("phase", "s"),  # a start-up phase of a worker (training.train's PHASES) took s seconds
     "hang_timeouts": ("soft_s", "hard_s", "step_s"),  # the step soft/hard timeouts derived from the step time

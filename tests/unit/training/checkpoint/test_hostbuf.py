@@ -11,19 +11,13 @@ import torch
 
 from tests.helpers.training_runs import REPO_ROOT, child_env
 from training.checkpoint import shm_scope
-from training.checkpoint.hostbuf import Slot, buffer, decode_meta, encode_meta, sha256_tensor
+from training.checkpoint.hostbuf import Slot, buffer, decode_meta, encode_meta
 
 
 @pytest.fixture(autouse=True)
 def _shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(shm_scope.SHM_BASE_ENV, str(tmp_path / "shm"))
     (tmp_path / "shm").mkdir()
-
-
-def test_sha256_is_the_digest_of_the_chunk_digests() -> None:
-    t = torch.frombuffer(bytearray(b"abc"), dtype=torch.uint8)
-    # one chunk: sha256(sha256(b"abc")), the well-known double SHA-256 of "abc"
-    assert sha256_tensor(t) == "4f8b42c22dd3729b519ba6f68d2da7cc5b2d606d05daed5ad5128cc03e6c6358"
 
 
 def test_a_buffer_is_mapped_once_per_process_and_its_bytes_outlive_the_process(tmp_path: Path) -> None:
