@@ -43,6 +43,7 @@ from training.resilience.exit_codes import (
 from training.resilience.faults import LAST_STEP, RunShape, random_problems, schedule_problems
 from training.resilience.ft_monitor import ft_launcher_args, ft_launcher_yaml
 from training.resilience.inprocess import STORE_PORT_ENV
+from training.resilience.startup_budget import MEASURED_INIT_ENV, local_timeouts
 from training.telemetry.events import EventLog
 from training.telemetry.progress import Progress
 
@@ -71,6 +72,14 @@ def worker_command(
     if args.config:
         cmd += ["--config", str(args.config)]
     return cmd
+
+
+def _measured_init_s(run_dir: Path) -> float | None:
+    """The set-up time the run's last launch measured (its ``summary.json``), if any."""
+    try:
+        return float(json.loads((run_dir / SUMMARY_FILE).read_text())["measured_s"]["init_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _prepare(args: argparse.Namespace, cfg: Any) -> tuple[int, int, str, Path]:
@@ -117,7 +126,12 @@ def launch(args: argparse.Namespace) -> int:
     if shared:
         env[SOCKET_ENV] = str(shared)
     worker = worker_command(args, mode, steps, faults, prefork=prefork)
-    ft = cfg.local.timeouts(cuda=cuda_device_count() > 0)[1]
+    measured_init_s = _measured_init_s(run_dir)
+    _, ft, budget_lines = local_timeouts(cfg, cuda=cuda_device_count() > 0, measured_init_s=measured_init_s)
+    for line in budget_lines:
+        print(f"[budget] {line}", flush=True)
+    if measured_init_s:
+        env[MEASURED_INIT_ENV] = str(measured_init_s)
     if layers.ft_launcher:
         ft_yaml = run_dir / "ft_launcher.yaml"
         ft_yaml.write_text(ft_launcher_yaml(ft))

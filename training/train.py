@@ -48,6 +48,7 @@ from training.resilience.inprocess import (
     wrap,
 )
 from training.resilience.restarts import previous_start_ns, record_entry, restart_layer
+from training.resilience.startup_budget import MEASURED_INIT_ENV, local_timeouts
 from training.resilience.worker import WorkerResilience
 from training.telemetry.emf import EmfEmitter
 from training.telemetry.events import LAYERS, EventLog
@@ -309,7 +310,8 @@ def resolve_config(args: argparse.Namespace) -> tuple[ProjectConfig, RecoveryMod
         import torch
 
         port = cfg.local.inprocess_store_port
-        inprocess, ft = cfg.local.timeouts(cuda=torch.cuda.is_available())
+        measured = float(os.environ.get(MEASURED_INIT_ENV) or 0) or None
+        inprocess, ft, _ = local_timeouts(cfg, cuda=torch.cuda.is_available(), measured_init_s=measured)
         cfg = cfg.model_copy(
             update={
                 "inprocess": inprocess,

@@ -92,9 +92,12 @@ def local_cluster_config(cfg: ProjectConfig, opts: ClusterOptions, in_pod_faults
     host with GPUs: ``opts.host_gpus``, else this one's), the in-pod faults, a 1 MB generated corpus, the installed
     NVRx's version (its ft_launcher flags), plus ``opts.overrides`` (a nested dict, validated)."""
     from training.resilience.inprocess import nvrx_version
+    from training.resilience.startup_budget import local_timeouts
 
     gpus = cuda_device_count() if opts.host_gpus is None else opts.host_gpus
-    inprocess, ft = cfg.local.timeouts(cuda=gpus > 0)
+    inprocess, ft, budget_lines = local_timeouts(cfg, cuda=gpus > 0)
+    for line in budget_lines:
+        print(f"[budget] {line}", flush=True)
     data = cfg.model_dump(mode="json")
     update = {
         "gpu_nodes": {"node_count": opts.nodes, "min_nodes": 0, "max_nodes": max(opts.nodes, cfg.gpu_nodes.max_nodes)},

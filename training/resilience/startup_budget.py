@@ -84,3 +84,77 @@ def problems(cfg: Any) -> list[str]:
         for name, value in fields.items()
         if value < est.required_s
     ]
+
+
+#: A local run's start (``training.local``: this machine's disk, no FSx): CUDA context and NCCL set-up, then per
+#: billion parameters building and sharding the model; the first step; the restore reads from local disk at
+#: ``LOCAL_READ_GB_S`` (the commit hashes every byte once more: twice the bytes, as on FSx). The 1B model's set-up
+#: was measured at 10.45 s on 1 x H100 (CUDA base 5 s + 6 s per billion: 10.8 s), the tiny model's at 4-6 s on
+#: 2 x H200 (5 s); on the CPU the tiny model sets up in about a second.
+LOCAL_SETUP_BASE_S = {"cuda": 5.0, "cpu": 1.0}
+LOCAL_SETUP_S_PER_BILLION = 6.0
+LOCAL_FIRST_STEP_BASE_S = {"cuda": 1.0, "cpu": 0.5}
+LOCAL_FIRST_STEP_S_PER_BILLION = 2.0
+LOCAL_READ_GB_S = 2.0
+
+
+def local_estimate(size: str, *, cuda: bool, measured_init_s: float | None = None) -> StartupEstimate:
+    """A local worker's start to its first heartbeat for model ``size`` (a set-up measured by an earlier launch of
+    the same run, when known and longer, replaces the estimated one)."""
+    billions = param_count(MODEL_SIZES[size], DEFAULT_VOCAB[size]) / 1e9
+    device = "cuda" if cuda else "cpu"
+    nbytes = checkpoint_bytes(size)
+    setup = LOCAL_SETUP_BASE_S[device] + LOCAL_SETUP_S_PER_BILLION * billions
+    return StartupEstimate(
+        setup_s=max(setup, measured_init_s or 0.0),
+        restore_s=2 * nbytes / (LOCAL_READ_GB_S * 1e9),
+        first_step_s=LOCAL_FIRST_STEP_BASE_S[device] + LOCAL_FIRST_STEP_S_PER_BILLION * billions,
+        checkpoint_bytes=nbytes,
+        read_mb_s=LOCAL_READ_GB_S * 1e3,
+    )
+
+
+#: The in-process timeouts that move together when the soft timeout is raised (their gaps, and so NVRx's
+#: soft < hard < barrier ordering, stay as configured).
+_INPROCESS_SHIFTED = ("soft_timeout_s", "hard_timeout_s", "barrier_timeout_s", "completion_timeout_s")
+
+
+def fit_local_timeouts(cfg: Any, inprocess: Any, ft: Any, est: StartupEstimate) -> tuple[Any, Any, list[str]]:
+    """``inprocess`` and ``ft`` (a local run's, :meth:`LocalConfig.timeouts`) with every budget that watches a
+    worker's start raised to the estimate ``est`` where it is shorter (a budget that would fire on healthy progress
+    is raised, not refused); the lines saying what was derived and raised. A step's hang budget is not among them:
+    it stays derived from the measured step times (``training/resilience/hang.py``), with the soft timeout as its
+    ceiling."""
+    need = round(est.required_s, 1)
+    lines = [f"start-up budget for model.size {cfg.model.size!r}: {est.describe()}"]
+    if inprocess.soft_timeout_s < need:
+        delta = need - inprocess.soft_timeout_s
+        inprocess = inprocess.model_copy(
+            update={f: round(getattr(inprocess, f) + delta, 1) for f in _INPROCESS_SHIFTED}
+        )
+        lines.append(
+            f"inprocess.soft_timeout_s raised to {inprocess.soft_timeout_s:g} s (hard {inprocess.hard_timeout_s:g}, "
+            f"barrier {inprocess.barrier_timeout_s:g}): set-up and restore are watched by it; a step's hang budget "
+            "stays derived from the step times"
+        )
+    raised = {}
+    if ft.initial_rank_heartbeat_timeout_s < need:
+        raised["initial_rank_heartbeat_timeout_s"] = need
+    if ft.section_timeouts_s["setup"] < need:
+        raised["section_timeouts_s"] = {**ft.section_timeouts_s, "setup": need}
+    if raised:
+        ft = ft.model_copy(update=raised)
+        lines.append(f"ft_launcher's first-heartbeat and setup-section timeouts raised to {need:g} s")
+    return inprocess, ft, lines
+
+
+#: Set by ``training.local`` for its workers: the set-up time an earlier launch of the same run measured.
+MEASURED_INIT_ENV = "TRAINING_MEASURED_INIT_S"
+
+
+def local_timeouts(cfg: Any, *, cuda: bool, measured_init_s: float | None = None) -> tuple[Any, Any, list[str]]:
+    """A local run's in-process and ft_launcher settings (``cfg.local``'s, scaled on CUDA), fitted to the start of
+    ``cfg.model.size`` (:func:`fit_local_timeouts`); the lines saying what was derived."""
+    inprocess, ft = cfg.local.timeouts(cuda=cuda)
+    est = local_estimate(cfg.model.size, cuda=cuda, measured_init_s=measured_init_s)
+    return fit_local_timeouts(cfg, inprocess, ft, est)
