@@ -127,7 +127,7 @@ def _keeps_memory(sc: Scenario, fc: FaultClass, layer: str) -> bool:
     pod or node lost when snapshots have peer copies; never when the job is resubmitted."""
     if sc.memory_peer_copies and sc.nodes > 1 and layer != "resubmit":
         return True
-    return layer in ("inprocess", "ft_launcher") and not fc.node_loss
+    return layer in ("inprocess", "ft_launcher") and not fc.needs_node
 
 
 class _Sim:
@@ -336,7 +336,7 @@ class _Sim:
                 layer = rest[0]  # the attempt failed: the next layer takes over at once
                 continue
             break
-        if fc.node_loss:
+        if fc.needs_node:
             self.t += self.budgets.replacement_wait(tf)
         down_until = self.t
         self.budgets.charge(layer, node, node_loss=fc.node_loss)

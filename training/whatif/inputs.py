@@ -41,7 +41,7 @@ from training.whatif.params import (
 )
 
 SCENARIO_FIELDS = {f.name for f in fields(Scenario)}
-FAULT_CLASS_KEYS = {"name", "detection_s", "share", "rate_per_hour", "per", "node_loss"}
+FAULT_CLASS_KEYS = {"name", "detection_s", "share", "rate_per_hour", "per", "node_loss", "ready_node"}
 LAYER_KEYS = {"restart", "budget", "fail_p"}
 
 

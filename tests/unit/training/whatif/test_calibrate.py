@@ -68,7 +68,12 @@ def test_a_real_gpu_smoke_report() -> None:
 def test_apply_keeps_the_fault_rate_unless_asked(tmp_path: Path) -> None:
     cal = calibrate(load_report(REPO / "tests/golden/gpu/smoke-2xh200.report.json"), Scenario())
     sc = cal.apply(Scenario(nodes=64)).validate()
-    assert sc.node_mtbf_hours is None and [c.name for c in sc.fault_classes] == ["exception", "hang", "node_loss"]
+    assert sc.node_mtbf_hours is None and [c.name for c in sc.fault_classes] == [
+        "exception",
+        "hang",
+        "gpu_fault",
+        "node_loss",
+    ]
     with_faults = cal.apply(Scenario(nodes=64), faults=True, report_nodes=2).validate()
     assert with_faults.node_mtbf_hours == pytest.approx(148.0676 / 5 * 2 / 3600)  # the run's MTBF x its 2 nodes
     assert [c.name for c in with_faults.fault_classes] == ["exception", "hang", "process_crash"]

@@ -78,7 +78,7 @@ LAYER_VALUE = "expected LAYER=VALUE with LAYER one of inprocess, ft_launcher, jo
         (["--step-s", "1", "--restart-s", "kubelet=3"], [f"--restart-s: {LAYER_VALUE} (got 'kubelet=3')"]),
         (["--step-s", "1", "--budget", "job=many"], ["--budget job: expected a whole number of restarts (got 'many')"]),
         (["--step-s", "1", "--faults", "meteor@5"],
-         ["--faults: meteor@5 needs a class among exception, hang, node_loss and 1 <= step <= 1000"]),
+         ["--faults: meteor@5 needs a class among exception, hang, gpu_fault, node_loss and 1 <= step <= 1000"]),
         (["--step-s", "1", "--from-report", "/nope/report.json"], ["--from-report: /nope/report.json does not exist"]),
         # every input that is not usable, in one message
         (

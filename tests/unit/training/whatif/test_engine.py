@@ -135,6 +135,21 @@ def test_the_job_budget_counts_per_node_and_not_lost_nodes() -> None:
     assert [f.layer for f in ignored.faults] == ["job", "job"]  # podFailurePolicy: DisruptionTarget -> Ignore
 
 
+def test_a_gpu_fault_on_a_ready_node_is_counted_and_waits_for_another_node() -> None:
+    gpu = FaultClass("gpu_fault", {"job": 0.0}, ready_node=True)
+    two = ((5, "gpu_fault"), (12, "gpu_fault"))
+    kw = {"fault_classes": (gpu,), "fault_schedule": two, "layers": layers(budget=1), "resubmit_s": 100.0}
+    counted = simulate(scheduled("k8s-only", node_replace_s=0.0, **kw))
+    assert [f.layer for f in counted.faults] == ["job", "resubmit"]  # counted: the 2nd one on node 0 fails the Job
+    spare = FaultClass("gpu_fault", {"job": 0.0}, ready_node=True)
+    one = {"fault_classes": (spare,), "fault_schedule": ((15, "gpu_fault"),), "node_replace_s": 600.0}
+    without, with_spare = (
+        simulate(scheduled("inprocess-ft", **one)),
+        simulate(scheduled("inprocess-ft", spares=1, **one)),
+    )
+    assert without.wall_s - with_spare.wall_s == pytest.approx(600.0)  # the fenced node is not used again
+
+
 def test_a_failed_attempt_escalates_to_the_next_layer() -> None:
     sc = scheduled("inprocess-ft", layers=layers(fail_p=1.0))  # every attempt fails while a layer above exists
     (f,) = simulate(sc).faults

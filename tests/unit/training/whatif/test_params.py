@@ -46,11 +46,16 @@ def test_llama3_node_mtbf() -> None:
 
 
 def test_default_fault_mix_and_timeouts_come_from_the_table_and_the_config() -> None:
-    exception, hang, node_loss = default_fault_classes(ProjectConfig())
-    assert exception.share + hang.share + node_loss.share == pytest.approx(1.0)  # 56 + 42 + 321 = 419
-    assert node_loss.share == pytest.approx(321 / 419)
+    exception, hang, gpu_fault, node_loss = default_fault_classes(ProjectConfig())
+    shares = exception.share + hang.share + gpu_fault.share + node_loss.share
+    assert shares == pytest.approx(1.0)  # 56 + 42 + 268 + 53 = 419
+    assert (gpu_fault.share, node_loss.share) == (pytest.approx(268 / 419), pytest.approx(53 / 419))
     assert hang.detection_s == {"inprocess": 20.0, "ft_launcher": 60.0, "job": 600.0}  # soft timeout, heartbeat, NCCL
     assert node_loss.first_layer == "job" and exception.first_layer == "inprocess"
+    # a lost node: its pod deleted after the EKS timeline's measured 47.2 s, not counted, on another node
+    assert (node_loss.detection_s, node_loss.node_loss, node_loss.needs_node) == ({"job": 47.2}, True, True)
+    # a GPU fault on a Ready node: the pod fails at once, counted, and its replacement needs another node
+    assert (gpu_fault.detection_s, gpu_fault.node_loss, gpu_fault.needs_node) == ({"job": 0.0}, False, True)
 
 
 def test_fault_rates_scale_with_nodes_and_gpus() -> None:
@@ -107,7 +112,10 @@ def test_write_and_restore_times_from_checkpoint_bytes_and_fsx_throughput() -> N
         ({"checkpoint_mode": "lazy"}, "checkpoint_mode: must be async or sync"),
         ({"stall_s": -0.5}, "stall_s: must be a number >= 0"),
         ({"node_mtbf_hours": 0.0}, "node_mtbf_hours: must be > 0"),
-        ({"fault_schedule": ((5, "meteor"),)}, "fault_schedule: meteor@5 needs a class among exception, hang, node"),
+        (
+            {"fault_schedule": ((5, "meteor"),)},
+            "fault_schedule: meteor@5 needs a class among exception, hang, gpu_fault, node",
+        ),
         ({"fault_schedule": ((0, "hang"),)}, "and 1 <= step <= 1000"),
     ],
 )
@@ -129,4 +137,4 @@ def test_to_json_shows_the_derived_inputs() -> None:
     assert j["derived"]["cluster_mtbf_hours"] == pytest.approx(100.0)
     assert j["derived"]["layers_on"] == ["inprocess", "ft_launcher", "job"]
     assert j["layers"]["job"]["restart"] == {"p50": 270.0, "p95": 405.0}
-    assert [c["name"] for c in j["fault_classes"]] == ["exception", "hang", "node_loss"]
+    assert [c["name"] for c in j["fault_classes"]] == ["exception", "hang", "gpu_fault", "node_loss"]
