@@ -30,7 +30,7 @@ from typing import Any
 
 from benchmarks import checkpoint_staging
 from benchmarks.common import fmt, report, step_throughput, workers
-from training.common.arguments import choices, good, number, parse, problem
+from training.common.arguments import choices, number, parse
 from training.model.shapes import MODEL_SIZES
 
 VARIANTS = ("none", "async")
@@ -91,16 +91,6 @@ def table(pairs: list[dict[str, Any]], args: argparse.Namespace, device: str) ->
     return "\n".join(lines)
 
 
-def problems(args: argparse.Namespace) -> list[str]:
-    """Flags that leave nothing to measure: every step in the warm-up, or no save within the run."""
-    lines = []
-    if good(args.steps) and good(args.warmup) and args.warmup >= args.steps:
-        lines.append(problem("--warmup", f"fewer steps than --steps {args.steps}", args.warmup))
-    if good(args.steps) and good(args.interval) and args.interval > args.steps:
-        lines.append(problem("--interval", f"at most --steps {args.steps}: a save within the run", args.interval))
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.backpressure", description=__doc__.split("\n\n")[0])
     p.add_argument("--size", **choices(MODEL_SIZES), default="tiny")
@@ -111,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=number(int, at_least=1), default=3, help="interleaved pairs of runs")
     p.add_argument("--out", type=Path, default=Path("runs/bench-backpressure"))
     p.add_argument("--timeout", type=number(float, above=0), default=300, help="seconds one variant may take")
-    args = parse(p, argv, problems)
+    args = parse(p, argv, checkpoint_staging.run_problems)
     from training.checkpoint.backends import WRITE_DELAY_ENV  # torch: after the command line is known to be good
 
     root = args.out.resolve()

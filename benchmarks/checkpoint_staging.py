@@ -30,11 +30,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from benchmarks.common import REPO, call_torchrun, fmt, report, step_throughput, torchrun_command, workers
+from platform_config.schema import CheckpointConfig
+from training.common.arguments import Rejected, choices, good, number, parse, problem
+from training.model.shapes import MODEL_SIZES
 from training.telemetry.events import read_events
 
+#: NVRx's staging modes (``checkpoint.nvrx_staging``): a variant ``async:<staging>`` each.
+STAGINGS = get_args(CheckpointConfig.model_fields["nvrx_staging"].annotation)
 DEFAULT_VARIANTS = "none,sync,async,async:cuda-ipc,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached"
 
 
@@ -227,22 +232,48 @@ def _table(args: argparse.Namespace, device: str, nproc: int) -> int:
     return 1 if missing else 0
 
 
-def _memory_interval(text: str) -> int | str:
+def _memory_interval(text: str) -> int | str | Rejected:
     if text == "auto":
         return text
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of steps >= 1 or auto")
+        return Rejected(text, "a whole number of steps >= 1, or auto")
     return int(text)
 
 
+def variant_problem(variant: str) -> str | None:
+    """Why ``variant`` is none of ``none``, ``sync``, ``async``, ``async:<NVRx staging>``, each with an optional
+    ``+mem``, or None."""
+    mode, colon, staging = variant.removesuffix("+mem").partition(":")
+    if mode in ("none", "sync", "async") and (not colon or (mode == "async" and staging in STAGINGS)):
+        return None
+    allowed = f"none, sync, async or async:STAGING (STAGING one of {', '.join(STAGINGS)}), each with an optional +mem"
+    return problem("--variants", allowed, variant)
+
+
+def problems(args: argparse.Namespace) -> list[str]:
+    """Unknown variants, and :func:`run_problems`."""
+    lines = [line for v in args.variants.split(",") if (line := variant_problem(v.strip())) is not None]
+    return lines + run_problems(args)
+
+
+def run_problems(args: argparse.Namespace) -> list[str]:
+    """Steps that leave nothing to measure: all in the warm-up, or no save within the run."""
+    lines = []
+    if good(args.steps) and good(args.warmup) and args.warmup >= args.steps:
+        lines.append(problem("--warmup", f"fewer steps than --steps {args.steps}", args.warmup))
+    if good(args.steps) and good(args.interval) and args.interval > args.steps:
+        lines.append(problem("--interval", f"at most --steps {args.steps}: a save within the run", args.interval))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--size", default="tiny", help="model.size (tiny, small, 1b, llama3-8b)")
-    p.add_argument("--seq-len", type=int, default=None)
-    p.add_argument("--micro-batch", type=int, default=None)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--interval", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=3, help="steps left out of steps/s")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.checkpoint_staging", description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", **choices(MODEL_SIZES), default="tiny", help="model.size")
+    p.add_argument("--seq-len", type=number(int, at_least=1), default=None)
+    p.add_argument("--micro-batch", type=number(int, at_least=1), default=None)
+    p.add_argument("--steps", type=number(int, at_least=1), default=30)
+    p.add_argument("--interval", type=number(int, at_least=1), default=10)
+    p.add_argument("--warmup", type=number(int, at_least=0), default=3, help="steps left out of steps/s")
     p.add_argument(
         "--memory-interval",
         type=_memory_interval,
@@ -250,12 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         help="steps between snapshots of the +mem variants, or auto (default: checkpoint.memory_interval_steps)",
     )
     p.add_argument("--variants", default=DEFAULT_VARIANTS)
-    p.add_argument("--nproc", type=int, default=None, help="default: GPUs if CUDA, else 2")
+    p.add_argument("--nproc", type=number(int, at_least=1), default=None, help="default: GPUs if CUDA, else 2")
     p.add_argument("--config", type=Path, default=None, help="project config (default: project.yaml)")
     p.add_argument("--out", type=Path, default=Path("runs/bench-staging"))
-    p.add_argument("--timeout", type=float, default=300, help="seconds one variant may take")
+    p.add_argument("--timeout", type=number(float, above=0), default=300, help="seconds one variant may take")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    args = parse(p, argv, problems)
     args.out = args.out.resolve()
     if args.worker:
         return _worker(args)

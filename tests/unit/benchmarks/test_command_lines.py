@@ -22,6 +22,14 @@ SIZES = "one of tiny, small, 1b, llama3-8b"
         ("backpressure", ["--steps", "10", "--warmup", "10", "--interval", "20"], [
             "--warmup: fewer steps than --steps 10 (got 10)",
             "--interval: at most --steps 10: a save within the run (got 20)"]),
+        ("checkpoint_staging", ["--variants", "none,async:fast,sync+mem", "--memory-interval", "0", "--size", "2b"], [
+            '--size: one of tiny, small, 1b, llama3-8b (got "2b")',
+            '--memory-interval: a whole number of steps >= 1, or auto (got 0)',
+            "--variants: none, sync, async or async:STAGING (STAGING one of cuda-ipc, cuda-ipc-cached, cpu-shm, "
+            'cpu-shm-cached), each with an optional +mem (got "async:fast")']),
+        ("checkpoint_staging", ["--steps", "5", "--warmup", "5", "--interval", "6", "--timeout", "-1"], [
+            "--timeout: a number > 0 (got -1)", "--warmup: fewer steps than --steps 5 (got 5)",
+            "--interval: at most --steps 5: a save within the run (got 6)"]),
         ("hang", ["--world-sizes", "1,0", "--repeats", "0", "--port", "99999"], [
             '--world-sizes: comma-separated, each a whole number >= 1 (got "1,0")',
             "--repeats: a whole number >= 1 (got 0)", "--port: a whole number from 1024 to 65535 (got 99999)"]),
