@@ -33,6 +33,7 @@ from scripts.image_lock import (
     platform_tags,
     runtime_pins,
 )
+from training.common.arguments import parse, problem
 
 
 def lock_problems(cfg: ProjectConfig, packages: list[LockedPackage], requirements: Path = REQUIREMENTS) -> list[str]:
@@ -109,13 +110,25 @@ def run(cfg: ProjectConfig, lock: Path, dest: Path, index_url: str | None = None
     return 0
 
 
+def problems(args: argparse.Namespace) -> list[str]:
+    """A lock file that is not there, a --keep that is not a directory."""
+    lines = []
+    if not args.lock.is_file():
+        lines.append(
+            problem("--lock", "the image's lock file (python -m scripts.lock_image writes it)", str(args.lock))
+        )
+    if args.keep is not None and args.keep.exists() and not args.keep.is_dir():
+        lines.append(problem("--keep", "a directory, or a path to create one at", str(args.keep)))
+    return lines
+
+
 @exits_on_config_error
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.check_image", description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="default", help="project.yaml environment whose image.* to check")
     parser.add_argument("--lock", type=Path, default=LOCK_FILE)
     parser.add_argument("--keep", type=Path, help="download into this directory and keep it")
-    args = parser.parse_args(argv)
+    args = parse(parser, argv, problems)
     cfg = load_config(env=args.env)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)

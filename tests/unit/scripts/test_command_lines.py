@@ -14,6 +14,9 @@ from scripts import submit_settings
 @pytest.mark.parametrize(
     ("module", "argv", "lines"),
     [
+        ("check_image", ["--lock", "{tmp}/none.lock", "--keep", "{tmp}/extra.json"], [
+            '--lock: the image\'s lock file (python -m scripts.lock_image writes it) (got "{tmp}/none.lock")',
+            '--keep: a directory, or a path to create one at (got "{tmp}/extra.json")']),
         ("wait_job", ["--namespace", "t", "--job", "j", "--timeout", "-1", "--interval", "0"], [
             "--timeout: a number >= 0 (got -1)", "--interval: a number > 0 (got 0)"]),
         ("reliability_report", ["--results", "{tmp}/none.json", "--out", "{tmp}/r.md"], [
@@ -23,6 +26,7 @@ from scripts import submit_settings
 )  # fmt: skip
 def test_bad_values_end_the_script_before_it_runs(module, argv, lines, tmp_path, capsys) -> None:
     script = importlib.import_module(f"scripts.{module}")
+    (tmp_path / "extra.json").write_text("{}")
     with pytest.raises(SystemExit) as exc:
         script.main([a.format(tmp=tmp_path) for a in argv])
     assert exc.value.code == 2
