@@ -131,6 +131,11 @@ class EksNodes:
         self._next_retry[pod.name] = now + self.pool.tl.eviction_retry_s
         return False
 
+    def unavailable(self, controller: JobController) -> int:
+        """Pods the disruption budget counts as unavailable: indexes without a running pod on a node that answers."""
+        running = [p for p in controller.active() if p.finished_at is None and p.name not in self.lost_pods]
+        return sum(1 for s in controller.indexes if not s.succeeded) - len(running)
+
     def retry_drains(self, now: float, unavailable: int) -> tuple[list[str], list[str]]:
         """(pods whose eviction is admitted now, pods whose drain timed out: their instance is terminated)."""
         admitted, timed_out = [], []

@@ -313,7 +313,7 @@ class LocalCluster:
     def _fire_eks(self, fault: NodeFault, pod: PodRun, now: float) -> None:
         assert self.eks is not None
         if fault.kind == "evict":  # a drain by the termination handler, through the Eviction API
-            if self.eks.drain(str(fault), pod, now, self._unavailable()):
+            if self.eks.drain(str(fault), pod, now, self.eks.unavailable(self.controller)):
                 self._evict(pod, now)
             return
         self._node_gone(str(fault), pod, now, instance="hung" if fault.kind == "node-hang" else "terminated")
@@ -327,19 +327,13 @@ class LocalCluster:
         self.dns.withdraw(pod.name)
         self.eks.lose(fault, pod, now, instance=instance)
 
-    def _unavailable(self) -> int:
-        """Pods of the Job the disruption budget counts as unavailable: indexes without a running, answering pod."""
-        lost = self.eks.lost_pods if self.eks is not None else set()
-        running = [p for p in self.controller.active() if p.finished_at is None and p.name not in lost]
-        return sum(1 for s in self.controller.indexes if not s.succeeded) - len(running)
-
     def _tick_eks(self, now: float) -> None:
         assert self.eks is not None
         changed = self.eks.tick(now, self.controller)
-        admitted, timed_out = self.eks.retry_drains(now, self._unavailable())
+        admitted, timed_out = self.eks.retry_drains(now, self.eks.unavailable(self.controller))
         for name in admitted:
             pod = next(p for p in self.controller.pods if p.name == name)
-            self.eks.drain(pod.node, pod, now, self._unavailable())
+            self.eks.drain(pod.node, pod, now, self.eks.unavailable(self.controller))
             self._evict(pod, now)
         for name in timed_out:
             pod = next(p for p in self.controller.pods if p.name == name)

@@ -22,6 +22,7 @@ from training.telemetry.events import EVENTS_FILE
 from training.telemetry.exits import read_worker_exits
 from training.telemetry.goodput import analyze, load_events
 from training.telemetry.interval_advisor import advise_for_run
+from training.telemetry.node_phases import node_losses, phase_lines
 from training.whatif.sweep import for_report
 
 REPORT_FILE = "report.json"
@@ -52,6 +53,7 @@ def build_report(run_dir: Path, cfg: ProjectConfig | None = None) -> tuple[dict[
         a.warnings.append(f"checkpoint interval advice: {advice.warning}")
     report = {"run_dir": str(run_dir), **a.to_json(), "advice": advice.to_json()}
     report["events"].update({"torn_lines": loaded.torn_lines, "malformed_lines": loaded.malformed})
+    report["node_losses"] = node_losses(run_dir)  # the local cluster's EKS timeline (job.json), if any
     return report, a
 
 
@@ -115,6 +117,7 @@ def format_table(r: dict[str, Any]) -> str:
         )
     else:
         out.append("  none")
+    out += phase_lines(r.get("node_losses") or [])
     out += ["", "Recovery time by layer (fault -> first new step after the restore)"]
     if r["recovery_s_by_layer"]:
         out += _grid(
