@@ -93,6 +93,7 @@ class Node:
     deleted_at: float | None = None
     fenced_at: float | None = None
     oos_at: float | None = None  # tainted out-of-service
+    gpu_fault_at: float | None = None  # AcceleratedHardwareReady=False (the node monitoring agent), the node Ready
     cordoned: bool = False
     taints: set[str] = field(default_factory=set)
     pod: str | None = None
@@ -180,6 +181,10 @@ class NodePool:
         if instance == "terminated":
             self._instance_gone(node, now)
 
+    def gpu_fault(self, node_name: str, at: float) -> None:
+        """A GPU fault on a node that stays Ready: its pod fails (the runner's), the node's condition says so."""
+        self.nodes[node_name].gpu_fault_at = at
+
     def peer_lost(self, at: float) -> None:
         """The job's own signal: a rank on another node reported a lost peer at ``at``."""
         if self.peer_lost_at is None or at > self.peer_lost_at:
@@ -199,7 +204,12 @@ class NodePool:
     def _instance_gone(self, node: Node, at: float) -> None:
         node.instance_gone_at = at
         self._joining.append(at + self.tl.provision_s)
-        self._say(at, "InstanceTerminated", node.name, f"a new instance joins at {at + self.tl.provision_s:g}")
+        self._say(
+            at,
+            "InstanceTerminated",
+            node.name,
+            f"the Auto Scaling group's new instance joins {self.tl.provision_s:g} s later",
+        )
 
     # -- the control plane ---------------------------------------------------------------------------------------
     def advance(self, now: float) -> list[Happening]:
@@ -261,6 +271,18 @@ class NodePool:
                     self._say(t, "Fenced", node.name, f"{why}: instance marked unhealthy in its Auto Scaling group")
                     node.instance = "terminated"
                     self._instance_gone(node, t + self.tl.fence_terminate_s)
+                changed = True
+        for node in self.nodes.values():  # a GPU fault on a Ready node: cordoned, then drained and replaced
+            if node.gpu_fault_at is None or node.fenced_at is not None or node.instance != "running":
+                continue
+            t = next_tick(node.gpu_fault_at, self.tl.fence_poll_s, self.origin)
+            if now >= t:
+                node.fenced_at, node.cordoned = t, True
+                self._say(t, "Fenced", node.name, "AcceleratedHardwareReady=False: cordoned, marked unhealthy")
+                changed = True
+        for node in self.nodes.values():  # the termination handler drains it; once its pod is gone, it goes
+            if node.gpu_fault_at is not None and node.cordoned and node.pod is None and node.instance == "running":
+                self.terminate(node.name, max(node.fenced_at or now, node.free_since))
                 changed = True
         # Once fenced (its instance gone), the out-of-service taint: the taint manager evicts at once, PodGC deletes.
         for node in self.nodes.values():

@@ -155,6 +155,28 @@ def test_a_drained_node_goes_and_a_new_one_comes() -> None:
     ]
 
 
+def test_a_gpu_fault_on_a_ready_node_is_cordoned_so_the_replacement_lands_elsewhere_then_the_node_goes() -> None:
+    pool = two_pods(EksTimeline(), nodes=3)
+    pool.gpu_fault("gpu-node-2", 33.0)  # the node stays Ready; its pod fails at once (a counted failure)
+    pool.release("p1", 34.0)
+    seen = run(pool, 700)
+    assert seen == [
+        (35.0, "Fenced", "gpu-node-2"),  # the next poll after the condition
+        (35.0, "InstanceTerminated", "gpu-node-2"),  # drained (its pod already gone), then terminated
+        (35.0, "OutOfService", "gpu-node-2"),
+        (85.0, "NotReady", "gpu-node-2"),
+        (85.0, "NodeDeleted", "gpu-node-2"),
+        (635.0, "NodeJoined", "gpu-node-4"),
+    ]
+    assert [n.name for n in pool.free()] == ["gpu-node-3", "gpu-node-4"]  # never the faulty node again
+
+    unfenced = two_pods(NO_FENCE)  # no spare, no fencing: the replacement returns to the faulty node
+    unfenced.gpu_fault("gpu-node-2", 33.0)
+    unfenced.release("p1", 34.0)
+    run(unfenced, 700)
+    assert [n.name for n in unfenced.free()] == ["gpu-node-2"]
+
+
 def test_durations_are_overridable_and_checked() -> None:
     tl = EksTimeline().with_overrides(["provision_s=30", "fence=0", "node_monitor_grace_s=40"])
     assert (tl.provision_s, tl.fence, tl.node_monitor_grace_s, tl.podgc_period_s) == (30.0, False, 40.0, 20.0)
