@@ -1,7 +1,7 @@
 """The benchmark record: the figures of issue 16's table under stable keys in ``docs/benchmarks.json``.
 
 ``python -m benchmarks.record --machine h200x2 [--ckpt-dir DIR] [--recovery-dir DIR] [--startup-dir DIR]
-[--extra FILE.json] [--update] [--out docs/benchmarks.json]``
+[--scale-ckpt-dir DIR] [--scale-run-dir DIR] [--extra FILE.json] [--update] [--out docs/benchmarks.json]``
 
 Reads the run directories that the benchmark scripts leave (``benchmarks.checkpoint_staging --out DIR``: one
 directory per variant; ``benchmarks.recovery --out DIR``: one per mode and repeat) and merges one entry per
@@ -41,6 +41,13 @@ KEYS = (
     "launch_to_first_step_s",
     "rollback_steps_p50_memory_tier",
     "rollback_steps_p50_storage_only",
+    # the 1B model with the project's defaults (scripts/gpu_bench.sh OUT scale; issue 46)
+    "async_mem_efficiency_1b_100",
+    "mem_snapshot_stall_s_p50_1b",
+    "memory_restore_s_1b",
+    "inprocess_recovery_s_p50_1b",
+    "hang_recovery_s_1b",
+    "ft_launcher_recovery_s_1b",
 )
 
 
@@ -84,6 +91,39 @@ def recovery_figures(recovery_dir: Path) -> dict[str, Any]:
     }
 
 
+def scale_checkpoint_figures(ckpt_dir: Path) -> dict[str, Any]:
+    """The 1B benchmark with a save every 100 steps: ``async+mem``'s efficiency against ``none`` and its snapshots'
+    p50 stall, and ``async``'s efficiency where it ran."""
+    results = json.loads((ckpt_dir / "results.json").read_text())["results"]
+    mem, plain = results.get("async+mem", {}), results.get("async", {})
+    return {
+        "async_mem_efficiency_1b_100": mem.get("efficiency_vs_none"),
+        "mem_snapshot_stall_s_p50_1b": mem.get("mem_stall_s_p50"),
+        "async_ckpt_efficiency_1b_100": plain.get("efficiency_vs_none"),
+    }
+
+
+def scale_run_figures(run_dir: Path) -> dict[str, Any]:
+    """The faulted 1B run: recovery (fault -> first new step) of its exception (in-process), hang and SIGKILL
+    (ft_launcher), and the p50 time a restore took to load the state from host memory (own memory or /dev/shm)."""
+    faults = report(run_dir)["faults"]
+
+    def recovery(kind: str, layer: str) -> list[float]:
+        return [f["recovery_s"] for f in faults if f["kind"] == kind and f["layer"] == layer and f["recovery_s"]]
+
+    loads = [
+        e["load_s"]
+        for e in read_events(run_dir)
+        if e["event"] == "restore" and e.get("tier") in ("memory", "shm") and e.get("load_s") is not None
+    ]
+    return {
+        "inprocess_recovery_s_p50_1b": _median(recovery("exception", "inprocess")),
+        "hang_recovery_s_1b": _median(recovery("hang", "inprocess")),
+        "ft_launcher_recovery_s_1b": _median(recovery("sigkill", "ft_launcher")),
+        "memory_restore_s_1b": _median(loads),
+    }
+
+
 def startup_figures(startup_dir: Path) -> dict[str, Any]:
     """Launch -> rank 0's first step of a first start (``benchmarks.startup``'s ``total`` row)."""
     rows = json.loads((startup_dir / "results.json").read_text())["rows"]
@@ -114,10 +154,19 @@ def problems(args: argparse.Namespace) -> list[str]:
     lines = []
     if not args.machine.strip():
         lines.append(problem("--machine", 'the record\'s key, e.g. "h200x2"', args.machine))
-    dirs = {"--ckpt-dir": args.ckpt_dir, "--recovery-dir": args.recovery_dir, "--startup-dir": args.startup_dir}
+    dirs = {
+        "--ckpt-dir": args.ckpt_dir,
+        "--recovery-dir": args.recovery_dir,
+        "--startup-dir": args.startup_dir,
+        "--scale-ckpt-dir": args.scale_ckpt_dir,
+    }
     for flag, path in dirs.items():
         if path is not None and not (path / "results.json").is_file():
             lines.append(problem(flag, "a benchmark's --out directory holding results.json", str(path)))
+    if args.scale_run_dir is not None and not (args.scale_run_dir / "events.jsonl").is_file():
+        lines.append(
+            problem("--scale-run-dir", "a training.local run directory holding events.jsonl", args.scale_run_dir)
+        )
     if args.extra is not None:
         try:
             extra = json.loads(args.extra.read_text())
@@ -136,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ckpt-dir", type=Path, help="benchmarks.checkpoint_staging --out of a 300-step-interval run")
     p.add_argument("--recovery-dir", type=Path, help="benchmarks.recovery --out")
     p.add_argument("--startup-dir", type=Path, help="benchmarks.startup --out")
+    p.add_argument("--scale-ckpt-dir", type=Path, help="benchmarks.checkpoint_staging --out of the 1B, 100-step run")
+    p.add_argument("--scale-run-dir", type=Path, help="the faulted 1B training.local run directory")
     p.add_argument("--extra", type=Path, help="a JSON object of further key -> figure")
     p.add_argument("--commit", default=None, help="the commit the benchmarks ran (default: HEAD's)")
     p.add_argument("--update", action="store_true", help="keep the earlier figures of keys not measured now")
@@ -153,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         figures.update(recovery_figures(args.recovery_dir))
     if args.startup_dir:
         figures.update(startup_figures(args.startup_dir))
+    if args.scale_ckpt_dir:
+        figures.update({k: v for k, v in scale_checkpoint_figures(args.scale_ckpt_dir).items() if v is not None})
+        device = device or json.loads((args.scale_ckpt_dir / "results.json").read_text())["device"]
+    if args.scale_run_dir:
+        figures.update(scale_run_figures(args.scale_run_dir))
     if args.extra:
         figures.update(json.loads(args.extra.read_text()))
     record = json.loads(args.out.read_text()) if args.out.is_file() else {}

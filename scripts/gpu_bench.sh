@@ -3,12 +3,15 @@
 # interval long enough for the write to finish before the next save: 125 steps for `ckpt`, issue 16's 300 for
 # `ckpt300`), the stall of each NVRx staging mode, hang detection at 1 and 2 GPUs (and the NVRx monitor
 # reproduction), the start-up phases (launch -> first step), and the trainer's GPU memory across in-process restarts
-# with a busy checkpoint writer (`restarts`). Every benchmark uses one worker per GPU.
-#   scripts/gpu_bench.sh OUT_DIR [recovery|ckpt|ckpt300|staging|hang|startup|restarts|all]
+# with a busy checkpoint writer (`restarts`), and the 1B model with the project's defaults (`scale`: the checkpoint
+# benchmark with a save every 100 steps and the memory tier's auto interval, then a 400-step run with an exception, a
+# hang and a SIGKILL; SCALE_PARTS=bench,run and SCALE_VARIANTS=none,async,async+mem choose what runs, so the parts can
+# go in separate calls of a time-limited machine). Every benchmark uses one worker per GPU.
+#   scripts/gpu_bench.sh OUT_DIR [recovery|ckpt|ckpt300|staging|hang|startup|restarts|scale|all]
 # Then OUT_DIR/benchmarks.json is docs/benchmarks.json with this machine's entry (key $BENCH_MACHINE, default
 # h200xN) updated from what ran (benchmarks/record.py): copy it over docs/benchmarks.json.
 set -uo pipefail
-out="${1:?usage: gpu_bench.sh OUT_DIR [recovery|ckpt|ckpt300|staging|hang|startup|restarts|all]}"; what="${2:-all}"
+out="${1:?usage: gpu_bench.sh OUT_DIR [recovery|ckpt|ckpt300|staging|hang|startup|restarts|scale|all]}"; what="${2:-all}"
 mkdir -p "$out"
 ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONWARNINGS=ignore
@@ -47,10 +50,28 @@ if [[ "$what" == restarts || "$what" == all ]]; then
   python3 -m benchmarks.restart_memory --out /tmp/bench-restart-memory 2>&1 | tee "$out/restart_memory.txt" || rc=1
   cp /tmp/bench-restart-memory/results.json "$out/restart_memory.json" 2>/dev/null
 fi
+if [[ "$what" == scale || "$what" == all ]]; then
+  parts="${SCALE_PARTS:-bench,run}"
+  if [[ ",$parts," == *,bench,* ]]; then
+    python3 -m benchmarks.checkpoint_staging --size 1b --seq-len 2048 --micro-batch 4 --steps 410 --interval 100 \
+      --variants "${SCALE_VARIANTS:-none,async,async+mem}" --timeout 240 --out /tmp/bench-scale 2>&1 \
+      | grep -Ev '^frame #|^Exception raised from|sendBytes failed|should dump' | tee "$out/scale-bench.txt" || rc=1
+    cp /tmp/bench-scale/results.json "$out/scale-bench.json" 2>/dev/null
+  fi
+  if [[ ",$parts," == *,run,* ]]; then
+    timeout -k 10 "${SCALE_RUN_TIMEOUT:-420}" python3 -m training.local --env scale-1b --run-dir /tmp/scale-1b --fresh \
+      --nproc 1 --steps 400 --faults "exception@100:0,hang@200:0,sigkill@300:0" 2>&1 | tee "$out/scale-run.txt" || rc=1
+    python3 -m training.telemetry.report /tmp/scale-1b > "$out/scale-run.report.txt" 2>&1 || rc=1
+    grep -h "budget\|memory\|restored" /tmp/scale-1b/launcher.log | sort | uniq -c | sort -rn | head -20 \
+      > "$out/scale-run.memory.txt"
+  fi
+fi
 record=(--machine "${BENCH_MACHINE:-h200x$ngpu}" --out "$out/benchmarks.json")
 [[ -f /tmp/bench-ckpt300/results.json ]] && record+=(--ckpt-dir /tmp/bench-ckpt300)
 [[ -f /tmp/bench-recovery/results.json ]] && record+=(--recovery-dir /tmp/bench-recovery)
 [[ -f /tmp/bench-startup/results.json ]] && record+=(--startup-dir /tmp/bench-startup)
+[[ -f /tmp/bench-scale/results.json ]] && record+=(--scale-ckpt-dir /tmp/bench-scale)
+[[ -f /tmp/scale-1b/events.jsonl ]] && record+=(--scale-run-dir /tmp/scale-1b)
 cp docs/benchmarks.json "$out/benchmarks.json" 2>/dev/null
 python3 -m benchmarks.record "${record[@]}" || rc=1
 exit $rc

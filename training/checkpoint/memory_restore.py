@@ -10,6 +10,7 @@ seconds, longer than the copy from pageable memory); the tier page-locks its slo
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 import torch
@@ -102,6 +103,7 @@ class MemoryRestore:
         if before_load is not None:
             before_load(step)
         copies = replica.plan(held, step, self.world_size, signatures)
+        t0 = time.perf_counter()
         buf, payload = self._fetch(copies, layout.nbytes)
         meta = decode_meta(payload) if payload is not None else None
         ok = (
@@ -115,8 +117,16 @@ class MemoryRestore:
         assert meta is not None
         self.tier.copier.scatter(buf, layout, parts)
         state.load_state_dict(rebuild(meta["skeleton"], parts.objects)["app"])
+        load_s = time.perf_counter() - t0
         tiers = all_gather(self.pg, replica.tier_of(copies[self.rank]), self.world_size)
-        return {"from_step": step, "tier": replica.farthest(tiers), "per_rank_tier": tiers}
+        # load_s: this rank's fetch, verification and copy into the live state (rank 0's in the event)
+        return {
+            "from_step": step,
+            "tier": replica.farthest(tiers),
+            "per_rank_tier": tiers,
+            "load_s": round(load_s, 4),
+            "nbytes": layout.nbytes,
+        }
 
     def _fetch(self, copies: list[replica.Held], nbytes: int) -> tuple[torch.Tensor, bytes | None]:
         """This rank's copy in a local slot (sent by its holder if that is another rank); sends what others need."""

@@ -26,6 +26,16 @@ def tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         t.close(collective=True)
 
 
+def _state_tensors(state) -> list:
+    """The model's and optimizer's local tensors (what a snapshot holds, each padded to 64 bytes)."""
+    from torch.distributed.tensor import DTensor
+
+    tensors = [p.to_local() if isinstance(p, DTensor) else p for p in state.model.parameters()]
+    for per_param in state.optimizer.state.values():
+        tensors += [v.to_local() if isinstance(v, DTensor) else v for v in per_param.values() if hasattr(v, "numel")]
+    return tensors
+
+
 def _train_and_snapshot(tier: MemoryTier, state, steps: list[int]) -> dict[int, str]:
     digests = {}
     for step in steps:
@@ -44,7 +54,9 @@ def test_two_slots_alternate_and_the_newest_snapshot_is_restored_from_own_memory
     assert metas == [(10, 1), (15, 0)]  # 5 went to slot 0, 10 to slot 1, 15 replaced 5
     fresh = tiny_app_state(0)
     got = tier.restore(fresh, at_least=-1)
-    assert got == {"from_step": 15, "tier": "memory", "per_rank_tier": ["memory"]}
+    assert got is not None and got.pop("load_s") > 0
+    nbytes = sum(-(-t.numel() * t.element_size() // 64) * 64 for t in _state_tensors(state))
+    assert got == {"from_step": 15, "tier": "memory", "per_rank_tier": ["memory"], "nbytes": nbytes}
     assert state_digest(fresh.model, fresh.optimizer) == digests[15] and fresh.step == 15
     assert fresh.sampler.position == state.sampler.position
     assert tiny_train_step(fresh) == tiny_train_step(state)  # and it continues exactly like the original
@@ -95,5 +107,6 @@ def test_a_replaced_node_restores_from_its_peer_s_copy_over_gloo(tmp_path: Path)
     assert "cold start" not in proc.stderr  # torchrun and both ranks forked from the suite's template
     result = json.loads((tmp_path / "result.json").read_text())
     # rank 0 kept its process (own memory); rank 1, a new node, got its snapshot from rank 0
-    assert result["restored"] == {"from_step": 10, "tier": "peer", "per_rank_tier": ["memory", "peer"]}
+    restored = {k: v for k, v in result["restored"].items() if k not in ("load_s", "nbytes")}
+    assert restored == {"from_step": 10, "tier": "peer", "per_rank_tier": ["memory", "peer"]}
     assert result["got"] == result["want"] and result["step"] == 10
