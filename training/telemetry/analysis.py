@@ -59,6 +59,9 @@ class RunAnalysis:
     processes: list[Process] = field(default_factory=list)
     stopped: dict[tuple[Any, ...], float] = field(default_factory=dict)  # process key -> when it stopped silently
     saves: list[CheckpointSave] = field(default_factory=list)
+    #: The memory tier's snapshots (rank 0's): the loop's stall of each, and the ``auto`` interval's last decision.
+    mem_stalls: list[float] = field(default_factory=list)
+    mem_interval: int | None = None
     quarantined: int = 0
     step_s_with_ckpt: float | None = None
     step_s_without_ckpt: float | None = None
@@ -157,7 +160,14 @@ class RunAnalysis:
             "steps_per_s_with_checkpoints": _r(1 / with_) if with_ else None,
             "steps_per_s_without_checkpoints": _r(1 / without) if without else None,
             "efficiency": _r(self.checkpoint_efficiency),
-            "overhead_fraction_of_wall": _r(sum(stalls) / self.wall_s) if self.wall_s > 0 else None,
+            "memory_snapshots": len(self.mem_stalls),
+            "memory_stall_s_p50": _r(percentile(self.mem_stalls, 50)),
+            "memory_stall_s_total": _r(sum(self.mem_stalls)),
+            "memory_interval_steps": self.mem_interval,
+            # the loop's time in storage saves' stalls and memory snapshots, of the wall time
+            "overhead_fraction_of_wall": (
+                _r((sum(stalls) + sum(self.mem_stalls)) / self.wall_s) if self.wall_s > 0 else None
+            ),
             "committed_steps": [s.step for s in committed],
         }
 

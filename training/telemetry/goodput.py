@@ -193,6 +193,10 @@ def _checkpoints(events: list[dict[str, Any]], a: RunAnalysis) -> None:
         if name == "ckpt_quarantined":
             a.quarantined += 1
             continue
+        if name == "mem_snapshot" and e.get("rank", 0) == 0 and _is_number(e.get("stall_s")) and "error" not in e:
+            a.mem_stalls.append(float(e["stall_s"]))
+        if name == "mem_interval" and isinstance(e.get("interval"), int):
+            a.mem_interval = e["interval"]
         if name not in ("ckpt_begin", "ckpt_staged", "ckpt_committed", "ckpt_failed"):
             continue
         if e.get("op") == "restore":  # a checkpoint that could not be read back: no save

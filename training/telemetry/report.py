@@ -141,6 +141,9 @@ def format_table(r: dict[str, Any]) -> str:
         f"p95 {_s(ck['write_s_p95'])}; interval {_s(ck['interval_s'])}",
         f"  {'efficiency':<24}{_pct(ck['efficiency'])}  (steps/s with / without checkpoints: "
         f"{_n(ck['steps_per_s_with_checkpoints'])} / {_n(ck['steps_per_s_without_checkpoints'])})",
+        f"  {'memory snapshots':<24}{ck['memory_snapshots']}, stall p50 {_s(ck['memory_stall_s_p50'])}, "
+        f"{_s(ck['memory_stall_s_total'])} in all; interval {ck['memory_interval_steps'] or 'fixed'}; loop time in "
+        f"saves and snapshots {_pct(ck['overhead_fraction_of_wall'])} of the wall time",
         f"  {'freshness':<24}max age {_s(r['freshness']['max_s'])}, mean age {_s(r['freshness']['mean_s'])}",
     ]
     ad = r["advice"]

@@ -397,3 +397,26 @@ def test_the_rollback_counts_from_the_step_the_fault_s_phase_says_was_done(
     log.steps(10)
     (f,) = analyze(log.finish(dt=0.2).sorted_events()).faults
     assert (f.phase, f.step, f.restored_step, f.rollback_steps) == (phase, 8, 4, rollback)
+
+
+def test_memory_snapshots_count_in_the_loop_s_overhead() -> None:
+    """The memory tier's snapshots are part of the checkpoint cost: rank 0's published snapshots (a failed one and
+    other ranks' are not), the auto interval's last decision, and the stalls in the overhead of the wall time."""
+    events = scenario_a()
+    base = analyze(events).checkpoint_summary()
+    mem = [
+        {**events[-1], "event": "mem_snapshot", "rank": 0, "step": 3, "stall_s": 0.02},
+        {**events[-1], "event": "mem_snapshot", "rank": 0, "step": 6, "stall_s": 0.04},
+        {**events[-1], "event": "mem_snapshot", "rank": 1, "step": 6, "stall_s": 0.9, "error": "ENOSPC"},
+        {**events[-1], "event": "mem_snapshot", "rank": 0, "step": 7, "stall_s": 0.0, "error": "ENOSPC"},
+        {**events[-1], "event": "mem_interval", "rank": 0, "step": 4, "interval": 3, "cost_s": 0.03, "step_s": 1.0},
+    ]
+    a = analyze(events[:-1] + mem + events[-1:])
+    ck = a.checkpoint_summary()
+    assert (ck["memory_snapshots"], ck["memory_stall_s_total"], ck["memory_interval_steps"]) == (2, 0.06, 3)
+    assert ck["memory_stall_s_p50"] == pytest.approx(0.03)
+    # scenario A: 1.0 s of save stalls in 14.5 s of wall time; with the snapshots 1.06 s
+    assert (base["overhead_fraction_of_wall"], ck["overhead_fraction_of_wall"]) == (
+        pytest.approx(1.0 / 14.5, abs=1e-4),
+        pytest.approx(1.06 / 14.5, abs=1e-4),
+    )

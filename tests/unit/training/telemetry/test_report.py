@@ -69,9 +69,9 @@ NO_LOG = "RUN_DIR: a run directory holding events.jsonl (training writes it as i
     [
         (["nope"], [NO_LOG + ' (got "{tmp}/nope")']),
         (["run", "--env", "staging"], ["--config / --env: invalid configuration ({repo}/project.yaml): environment "
-                                       "'staging' is not defined; allowed: default, prod"]),
+                                       "'staging' is not defined; allowed: default, prod, scale-1b"]),
         (["run", "--plan-env", "nope"], ["--plan-env: invalid configuration ({repo}/project.yaml): environment 'nope' "
-                                         "is not defined; allowed: default, prod"]),
+                                         "is not defined; allowed: default, prod, scale-1b"]),
         (["nope", "--config", "{tmp}/none.yaml"], [NO_LOG + ' (got "{tmp}/nope")', "--config / --env: configuration "
                                                    "file {tmp}/none.yaml does not exist"]),
     ],

@@ -103,7 +103,7 @@ def test_bad_inputs_exit_2_naming_every_one(args: list[str], lines: list[str], t
 
 def test_an_unknown_environment_names_the_allowed_ones(tmp_path: Path, capsys) -> None:
     assert main(["--step-s", "1", "--env", "staging", "--json", str(tmp_path / "w.json")]) == 2
-    assert "environment 'staging' is not defined; allowed: default, prod" in capsys.readouterr().err
+    assert "environment 'staging' is not defined; allowed: default, prod, scale-1b" in capsys.readouterr().err
 
 
 def test_values_of_the_wrong_type_end_before_anything_is_read(tmp_path: Path, capsys) -> None:
