@@ -13,8 +13,8 @@ What it makes (one construct, :class:`Observability`):
   write time, rollback and recovery time, and the alarm states;
 * three alarms: repeated restarts (``Restarts`` summed over ``alarm_window_minutes`` >=
   ``alarm_restarts_per_window``), a stale checkpoint (``CheckpointAge`` above ``alarm_stale_checkpoint_minutes``)
-  and a silent Job (:meth:`Observability.heartbeat`: no ``StepsCompleted`` for ``alarm_heartbeat_minutes`` while the
-  Job's pods run). A recovery that works raises ``Restarts`` once and keeps the checkpoint fresh; repeated failure
+  and a silent Job (:mod:`stacks.silent_job_alarm`: no ``StepsCompleted`` for ``alarm_heartbeat_minutes`` while
+  the Job's pods run). A recovery that works raises ``Restarts`` once and keeps the checkpoint fresh; repeated failure
   trips one or both; a Job that hangs or dies without a word trips the third.
 
 Usage (in the stack that owns the cluster)::
@@ -28,13 +28,10 @@ Usage (in the stack that owns the cluster)::
     )
     # obs.dashboard, obs.restarts_alarm, obs.stale_checkpoint_alarm, obs.addon, obs.agent_role
 
-The silent-Job alarm is a composite of two: ``StepsCompleted`` below 1 over ``alarm_heartbeat_minutes`` with
-missing data treated as breaching (a Job that prints nothing is exactly the case to catch), and Container Insights'
-``namespace_number_of_running_pods`` of ``job.namespace`` at least ``gpu_nodes.node_count`` (the Job's pods run).
-Only the composite notifies, so an idle cluster stays quiet. The restart alarm counts restarts in consecutive
-windows of ``alarm_window_minutes`` (CloudWatch sums a metric per period), so restarts that straddle a window
-boundary count in two windows. The stale-checkpoint alarm treats missing data as not breaching: a job that stopped
-emitting (finished, or dead) does not keep it in ALARM; a dead job shows in the restart alarm and in the Job status.
+The restart alarm counts restarts in consecutive windows of ``alarm_window_minutes`` (CloudWatch sums a metric per
+period), so restarts that straddle a window boundary count in two windows. The stale-checkpoint alarm treats missing
+data as not breaching: a job that stopped emitting (finished, or dead) does not keep it in ALARM; a dead job shows
+in the restart alarm and in the Job status.
 """
 
 from __future__ import annotations
@@ -52,6 +49,7 @@ from constructs import Construct, IDependable
 
 from platform_config import ProjectConfig
 from stacks.compliance import acknowledge, managed_policy_finding
+from stacks.silent_job_alarm import silent_job_alarm
 from training.telemetry.emf import AGENT_PORT
 
 #: The EKS add-on name and the service account its CloudWatch agent runs as (fixed by the add-on).
@@ -63,8 +61,6 @@ EMF_PORT = AGENT_PORT
 MAX_ALARM_WINDOW_MINUTES = 24 * 60
 #: Must match training/telemetry/emf.py (the dashboard reads the names the trainer writes).
 JOB_DIMENSION = "JobName"
-#: Namespace of the Container Insights metrics the add-on's agent publishes.
-CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
 
 
 @dataclass(frozen=True)
@@ -172,6 +168,7 @@ class Observability(Construct):
             evaluation_periods=1,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
+        heartbeat = cdk.Duration.minutes(obs.alarm_heartbeat_minutes)
         stale_s = obs.alarm_stale_checkpoint_minutes * 60
         self.stale_checkpoint_alarm = cw.Alarm(
             self,
@@ -187,7 +184,7 @@ class Observability(Construct):
             datapoints_to_alarm=2,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
-        self.silent_job_alarm = self.heartbeat(props.cfg)
+        self.silent_job_alarm = silent_job_alarm(self, props.cfg, self.metric("StepsCompleted", "Sum", heartbeat))
         if props.alarm_topic is not None:
             for alarm in (self.restarts_alarm, self.stale_checkpoint_alarm, self.silent_job_alarm):
                 alarm.add_alarm_action(cw_actions.SnsAction(props.alarm_topic))
@@ -291,48 +288,6 @@ class Observability(Construct):
                 alarms=[self.restarts_alarm, self.stale_checkpoint_alarm, self.silent_job_alarm],
                 width=8,
                 height=6,
-            ),
-        )
-
-    def heartbeat(self, cfg: ProjectConfig) -> cw.CompositeAlarm:
-        """The silent-Job composite alarm: no step reported (missing data breaching) AND the Job's pods running."""
-        minutes = cfg.observability.alarm_heartbeat_minutes
-        no_steps = cw.Alarm(
-            self,
-            "NoSteps",
-            alarm_description=f"No StepsCompleted from job {self._job} for {minutes} min (missing data breaches).",
-            metric=self.metric("StepsCompleted", "Sum", cdk.Duration.minutes(minutes)),
-            threshold=1,
-            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cw.TreatMissingData.BREACHING,
-        )
-        running = cw.Alarm(
-            self,
-            "JobPodsRunning",
-            alarm_description=f"At least {cfg.gpu_nodes.node_count} pods run in namespace {cfg.job.namespace}.",
-            metric=cw.Metric(
-                namespace=CONTAINER_INSIGHTS_NAMESPACE,
-                metric_name="namespace_number_of_running_pods",
-                dimensions_map={"ClusterName": cfg.cluster.name, "Namespace": cfg.job.namespace},
-                statistic="Minimum",
-                period=cdk.Duration.minutes(minutes),
-            ),
-            threshold=cfg.gpu_nodes.node_count,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-        )
-        return cw.CompositeAlarm(
-            self,
-            "SilentJob",
-            alarm_description=(
-                f"Job {self._job} runs ({cfg.gpu_nodes.node_count}+ pods in {cfg.job.namespace}) but reported no "
-                f"step for {minutes} min: hung, or dead without a word."
-            ),
-            alarm_rule=cw.AlarmRule.all_of(
-                cw.AlarmRule.from_alarm(no_steps, cw.AlarmState.ALARM),
-                cw.AlarmRule.from_alarm(running, cw.AlarmState.ALARM),
             ),
         )
 

@@ -137,38 +137,6 @@ def test_stale_checkpoint_alarm(synthesized) -> None:
     )
 
 
-def test_silent_job_alarm_breaches_on_missing_steps_only_while_the_job_runs(synthesized) -> None:
-    template, cfg = synthesized
-    template.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {
-            "MetricName": "StepsCompleted",
-            "Statistic": "Sum",
-            "Period": 15 * 60,
-            "Threshold": 1,
-            "ComparisonOperator": "LessThanThreshold",
-            "TreatMissingData": "breaching",
-        },
-    )
-    template.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {
-            "Namespace": "ContainerInsights",
-            "MetricName": "namespace_number_of_running_pods",
-            "Dimensions": [
-                {"Name": "ClusterName", "Value": cfg.cluster.name},
-                {"Name": "Namespace", "Value": cfg.job.namespace},
-            ],
-            "Threshold": cfg.gpu_nodes.node_count,
-            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
-            "TreatMissingData": "notBreaching",
-        },
-    )
-    (composite,) = template.find_resources("AWS::CloudWatch::CompositeAlarm").values()
-    rule = json.dumps(composite["Properties"]["AlarmRule"])
-    assert rule.count("ALARM(") == 2 and " AND " in rule
-
-
 def test_dashboard_reads_the_metrics_training_emits(synthesized) -> None:
     template, cfg = synthesized
     (dash,) = template.find_resources("AWS::CloudWatch::Dashboard").values()
