@@ -58,10 +58,10 @@ def wait_for_ranks(pg: Any, *, what: str, rank: int, timeout_s: float, ping: Cal
     in that collective. Past the deadline: :class:`CheckpointSkewError`."""
     if pg is None:
         return
-    failed = False
+    failed, t0 = False, time.monotonic()
     try:
         work = dist.barrier(group=pg, async_op=True)
-        next_ping = time.monotonic()
+        next_ping = t0
         while not work.is_completed():
             if ping is not None and time.monotonic() >= next_ping:
                 ping()
@@ -72,7 +72,7 @@ def wait_for_ranks(pg: Any, *, what: str, rank: int, timeout_s: float, ping: Cal
         failed = True
     if failed:  # raised here, wrapping nothing: a peer error in its chain would make it a lost peer
         raise CheckpointSkewError(
-            f"rank {rank} waited {timeout_s:g} s at the checkpoint barrier after its own {what}, and not every rank "
-            "arrived: the ranks' checkpoint I/O ends that far apart (a slower file system client, a bigger shard), "
-            "or a rank is gone"
+            f"rank {rank} left the checkpoint barrier after its own {what} {time.monotonic() - t0:.1f} s in (deadline "
+            f"{timeout_s:g} s) with not every rank arrived: the ranks' checkpoint I/O ends that far apart (a slower "
+            "file system client, a bigger shard), or a rank is gone"
         )
