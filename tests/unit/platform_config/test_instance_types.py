@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from platform_config import INSTANCE_TYPES, instance_type
@@ -44,3 +46,22 @@ def test_system_instance_sizes(name: str, vcpus: int, memory_gib: int) -> None:
 def test_unknown_system_type_lists_families_and_sizes(name: str) -> None:
     with pytest.raises(ValueError, match=r"not a known system-node type; allowed: <family>\.<size> with family in m5"):
         system_instance_type(name)
+
+
+def test_reserved_hugepages_cover_the_pod_request_and_the_table_refuses_less() -> None:
+    """The node reserves 5128 x 2 MiB (the EFA installer's count) for a pod asking 5120Mi; a row whose reservation
+    cannot hold its pod's request does not load."""
+    p5 = INSTANCE_TYPES["p5.48xlarge"]
+    assert (p5.hugepages_2mi_reserved, p5.hugepages_2mi_gib) == (5128, 5)
+    with pytest.raises(ValueError, match="2559 reserved 2 MiB pages do not cover the pod's 5 GiB"):
+        replace(p5, hugepages_2mi_reserved=2559)
+
+
+def test_bus_bandwidth_floor_follows_the_efa_line_rate() -> None:
+    floors = {name: (t.efa_gbps, t.expected_allreduce_busbw_gbs) for name, t in INSTANCE_TYPES.items()}
+    assert floors == {
+        "p5.48xlarge": (3200, 240.0),
+        "p5e.48xlarge": (3200, 240.0),
+        "p5en.48xlarge": (3200, 240.0),
+        "p4de.24xlarge": (400, 30.0),
+    }
