@@ -69,12 +69,25 @@ class LocalImage:
 
     @classmethod
     def from_dockerfile(cls, dockerfile: Path, context: Path) -> LocalImage:
-        """Read the last stage of ``dockerfile`` whose build context is ``context``."""
+        """Read the last stage of ``dockerfile`` whose build context is ``context``.
+
+        A stage built ``FROM`` an earlier one (``FROM runtime``) starts with that stage's working directory,
+        environment and copies, as Docker's does. ``COPY --from=<stage>`` brings files another stage built (an
+        MPI, nccl-tests): not reproduced, the pod sees this machine's files at that path; any other flag
+        (``--chown``, ...) is refused."""
+        stages: dict[str, tuple[str, dict[str, str], list[tuple[Path, str]]]] = {}
         workdir, env, copies = "/", {}, []
+        name: str | None = None
         for word, args in _instructions(dockerfile.read_text()):
             if word == "FROM":
-                workdir, env, copies = "/", {}, []
-            elif word == "WORKDIR":
+                tokens = args.split()
+                base = stages.get(tokens[0]) if tokens else None
+                workdir, env, copies = (base[0], dict(base[1]), list(base[2])) if base else ("/", {}, [])
+                name = tokens[2] if len(tokens) == 3 and tokens[1].upper() == "AS" else None
+                if name is not None:
+                    stages[name] = (workdir, env, copies)
+                continue
+            if word == "WORKDIR":
                 workdir = posixpath.normpath(posixpath.join(workdir, args))
             elif word == "ENV":
                 tokens = shlex.split(args)
@@ -86,14 +99,19 @@ class LocalImage:
                         env[key] = _expand(value, env)
             elif word in ("COPY", "ADD"):
                 tokens = shlex.split(args)
-                if any(t.startswith("--") for t in tokens):
-                    raise DockerfileError(f"{word} {args}: flags (--from, --chown, ...) are not reproduced locally")
+                flags = [t for t in tokens if t.startswith("--")]
+                if any(f.startswith("--from=") for f in flags):
+                    continue  # another stage's build output (the docstring)
+                if flags:
+                    raise DockerfileError(f"{word} {args}: flags (--chown, --chmod, ...) are not reproduced locally")
                 *sources, dest = tokens
                 for src in sources:
                     target = posixpath.join(workdir, dest)
                     if dest.endswith("/") and not src.endswith("/"):
                         target = posixpath.join(target, Path(src).name)
                     copies.append((context / src, posixpath.normpath(target)))
+            if name is not None:
+                stages[name] = (workdir, env, copies)
         return cls(workdir, env, copies)
 
     def mounts(self) -> list[Mount]:

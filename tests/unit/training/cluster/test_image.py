@@ -43,10 +43,24 @@ def test_the_last_stage_is_read(tmp_path):
         image.mounts()
 
 
-def test_copy_flags_are_refused(tmp_path):
-    (tmp_path / "Dockerfile").write_text("FROM x\nCOPY --from=builder /a /b\n")
-    with pytest.raises(DockerfileError, match="--from"):
+def test_copy_flags_other_than_from_are_refused(tmp_path):
+    (tmp_path / "Dockerfile").write_text("FROM x\nCOPY --chown=1000 a /b\n")
+    with pytest.raises(DockerfileError, match="--chown"):
         LocalImage.from_dockerfile(tmp_path / "Dockerfile", tmp_path)
+
+
+def test_a_stage_from_an_earlier_one_inherits_it_and_copies_from_stages_are_skipped(tmp_path):
+    """training/Dockerfile's shape: a runtime stage, a build stage copying from it, the last stage ``FROM runtime``
+    copying the build's output (another stage's files: this machine's at that path, locally)."""
+    (tmp_path / "Dockerfile").write_text(
+        "FROM base AS runtime\nENV PATH=/opt/venv/bin:/usr/bin A=1\nWORKDIR /opt\nCOPY r.txt ./\n"
+        "FROM build AS tests\nCOPY --from=runtime /opt/amazon/openmpi /opt/amazon/openmpi\nENV B=2\n"
+        "FROM runtime\nCOPY --from=tests /opt/nccl-tests /opt/nccl-tests\nWORKDIR /workspace\nCOPY t.txt ./\n"
+    )
+    image = LocalImage.from_dockerfile(tmp_path / "Dockerfile", tmp_path)
+    assert image.workdir == "/workspace"
+    assert image.env == {"PATH": "/opt/venv/bin:/usr/bin", "A": "1"}  # the runtime stage's, not the build stage's
+    assert image.copies == [(tmp_path / "r.txt", "/opt/r.txt"), (tmp_path / "t.txt", "/workspace/t.txt")]
 
 
 def test_the_training_image_copies_what_the_pods_import(tmp_path, monkeypatch):
