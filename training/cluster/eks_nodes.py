@@ -7,6 +7,8 @@ loss, the time of each phase (``job.json``'s ``nodeLosses``, and a printed line)
 
 * ``node-loss@STEP:POD``: the instance is terminated (the cloud controller deletes its Node);
 * ``node-hang@STEP:POD``: the instance stays alive but silent (nothing deletes its Node unless it is fenced);
+* ``gpu-fault@STEP:POD``: a GPU fault on a node that stays Ready: every pod that runs there fails (exit 137, counted)
+  until the fencing agent cordons the node (``AcceleratedHardwareReady=False``); then it is drained and replaced;
 * ``evict@STEP:POD``: aws-node-termination-handler drains the node through the Eviction API, which honours the Job's
   PodDisruptionBudget: refused evictions are retried every ``eviction_retry_s`` until the drain times out
   (``terminationGracePeriodSeconds`` + NTH's 60 s margin), and then the instance is terminated with the pod on it.
@@ -76,6 +78,8 @@ class EksNodes:
         self.drains: dict[str, float] = {}  # pod -> when its drain times out (eviction refused so far)
         self.drained: dict[str, str] = {}  # pod -> its node, terminated once the pod ended
         self._next_retry: dict[str, float] = {}
+        self.killed: set[str] = set()  # pods on a node with a GPU fault, already killed
+        self.changed = False
         self.t0 = start
 
     # -- scheduling ----------------------------------------------------------------------------------------------
@@ -136,18 +140,33 @@ class EksNodes:
         running = [p for p in controller.active() if p.finished_at is None and p.name not in self.lost_pods]
         return sum(1 for s in controller.indexes if not s.succeeded) - len(running)
 
-    def retry_drains(self, now: float, unavailable: int) -> tuple[list[str], list[str]]:
-        """(pods whose eviction is admitted now, pods whose drain timed out: their instance is terminated)."""
-        admitted, timed_out = [], []
+    def gpu_fault(self, fault: str, pod: PodRun, now: float) -> None:
+        """A GPU fault on the pod's node, which stays Ready: every pod that runs there fails (counted)."""
+        self.pool.gpu_fault(pod.node, now)
+        self.losses.append(NodeLoss(fault, pod.node, pod.name, pod.index, now, {"gpu_fault": now}))
+        self.say(f"JOB   GPU fault on {pod.node} (the node stays Ready): its pods fail until it is fenced")
+
+    def step(self, now: float, controller: JobController) -> list[tuple[str, PodRun, str]]:
+        """Advance the timeline to ``now`` (:attr:`changed` says whether a pod's state changed) and return what the
+        runner must do to pods: ``evict`` (a drain's eviction the budget admitted now), ``gone`` (a drain timed
+        out: the instance is terminated with the pod on it), ``kill`` (a pod on a node with a GPU fault)."""
+        self.changed = self.tick(now, controller)
+        out: list[tuple[str, PodRun, str]] = []
+        pods = {p.name: p for p in controller.pods}
         for name, deadline in list(self.drains.items()):
+            pod = pods[name]
             if now >= deadline:
                 del self.drains[name]
-                timed_out.append(name)
-            elif now >= self._next_retry.get(name, now) and (self.budget is None or self.budget.allows(unavailable)):
-                admitted.append(name)
-            elif now >= self._next_retry.get(name, now):
-                self._next_retry[name] = now + self.pool.tl.eviction_retry_s
-        return admitted, timed_out
+                self.say(f"JOB   drain of {pod.node} timed out: the instance is terminated with {name} running")
+                out.append(("gone", pod, f"drain timeout of {pod.node}"))
+            elif now >= self._next_retry.get(name, now) and self.drain(name, pod, now, self.unavailable(controller)):
+                out.append(("evict", pod, ""))
+        faulty = {n.name for n in self.pool.nodes.values() if n.gpu_fault_at is not None}
+        for pod in controller.active():
+            if pod.node in faulty and pod.finished_at is None and pod.name not in self.killed:
+                self.killed.add(pod.name)
+                out.append(("kill", pod, ""))
+        return out
 
     def ended(self, pod: PodRun, now: float) -> None:
         """The pod's container ended on a node that answers: the node is free again, or goes if it was drained."""

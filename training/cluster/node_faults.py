@@ -9,6 +9,7 @@ as soon as any rank logged a ``step`` event at or beyond STEP.
   ``DeletionByTaintManager``) and stays terminating until its node is gone: the replacement can start
   ``node_replace_s`` later (NotReady detection, taint-based eviction, the Node object's deletion and a spare or
   new node, all in one number).
+* ``gpu-fault`` (EKS timeline only: :mod:`training.cluster.eks_nodes`): a GPU fault on a node that stays Ready.
 * ``node-hang``: the same on the fast timeline; on the EKS one (:mod:`training.cluster.eks_nodes`) the instance
   stays alive and silent, so nothing deletes its Node unless it is fenced.
 * ``evict``: ``DisruptionTarget`` (reason ``EvictionByEvictionAPI``), SIGTERM to the container's PID 1, SIGKILL after
@@ -21,8 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-NODE_FAULT_KINDS = ("node-loss", "node-hang", "evict")
-_NODE_FAULT = re.compile(r"^(node-loss|node-hang|evict)@(\d+):(\d+)$")
+NODE_FAULT_KINDS = ("node-loss", "node-hang", "gpu-fault", "evict")
+_NODE_FAULT = re.compile(r"^(node-loss|node-hang|gpu-fault|evict)@(\d+):(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def split_schedule(spec: str, pods: int) -> tuple[list[NodeFault], str]:
         m = _NODE_FAULT.match(raw)
         if not m:
             raise ValueError(
-                f"bad node fault {raw!r}: expected node-loss@STEP:POD, node-hang@STEP:POD or evict@STEP:POD"
+                f"bad node fault {raw!r}: expected " + ", ".join(f"{k}@STEP:POD" for k in NODE_FAULT_KINDS)
             )
         fault = NodeFault(m.group(1), int(m.group(2)), int(m.group(3)))
         if fault.pod >= pods:

@@ -316,6 +316,9 @@ class LocalCluster:
             if self.eks.drain(str(fault), pod, now, self.eks.unavailable(self.controller)):
                 self._evict(pod, now)
             return
+        if fault.kind == "gpu-fault":  # the node stays Ready; _tick_eks kills the pods that run on it
+            self.eks.gpu_fault(str(fault), pod, now)
+            return
         self._node_gone(str(fault), pod, now, instance="hung" if fault.kind == "node-hang" else "terminated")
 
     def _node_gone(self, fault: str, pod: PodRun, now: float, *, instance: str) -> None:
@@ -327,19 +330,16 @@ class LocalCluster:
         self.dns.withdraw(pod.name)
         self.eks.lose(fault, pod, now, instance=instance)
 
-    def _tick_eks(self, now: float) -> None:
-        assert self.eks is not None
-        changed = self.eks.tick(now, self.controller)
-        admitted, timed_out = self.eks.retry_drains(now, self.eks.unavailable(self.controller))
-        for name in admitted:
-            pod = next(p for p in self.controller.pods if p.name == name)
-            self.eks.drain(pod.node, pod, now, self.eks.unavailable(self.controller))
-            self._evict(pod, now)
-        for name in timed_out:
-            pod = next(p for p in self.controller.pods if p.name == name)
-            self._say(f"JOB   drain of {pod.node} timed out: the instance is terminated with {name} running")
-            self._node_gone(f"drain timeout of {pod.node}", pod, now, instance="terminated")
-        if changed or admitted or timed_out:
+    def _tick_eks(self, now: float) -> None:  # the control plane up to now, and what it asks of the pods
+        actions = self.eks.step(now, self.controller) if self.eks is not None else []
+        for action, pod, why in actions:
+            if action == "evict":
+                self._evict(pod, now)
+            elif action == "kill":  # a GPU fault on its node: the container fails on its own (counted)
+                self.sandboxes[pod.name].kill()
+            else:
+                self._node_gone(why, pod, now, instance="terminated")
+        if actions or (self.eks is not None and self.eks.changed):
             self._write_status()
 
     # -- loop ---------------------------------------------------------------------------------------------------
@@ -420,6 +420,8 @@ def run_cluster(cfg: ProjectConfig, opts: ClusterOptions) -> dict[str, Any]:
     from charts.names import dataset_job_name, job_name
 
     node_faults = split_schedule(opts.faults, opts.nodes)[0]
+    if opts.node_timeline != "eks" and any(f.kind == "gpu-fault" for f in node_faults):
+        raise ValueError("gpu-fault needs --node-timeline eks (a GPU fault on a node that stays Ready)")
     local_cfg, manifests, _ = prepare_manifests(cfg, opts)
     state = opts.run_dir / STATE_DIR
     name = job_name(local_cfg, opts.mode)

@@ -97,8 +97,8 @@ def test_a_drain_is_refused_by_a_zero_budget_until_it_times_out_and_admitted_by_
     pod = ctl.indexes[1].pod
     assert nodes.drain("evict@30:1", pod, 10.0, unavailable=0) is False
     assert "eviction of j-1-" in lines[-1] and "refused (429: PodDisruptionBudget j maxUnavailable 0)" in lines[-1]
-    assert nodes.retry_drains(99.0, unavailable=0) == ([], [])
-    assert nodes.retry_drains(100.0, unavailable=0) == ([], [pod.name])  # 10 + 30 s grace + NTH's 60 s margin
+    assert nodes.step(99.0, ctl) == []
+    assert nodes.step(100.0, ctl) == [("gone", pod, "drain timeout of gpu-node-2")]  # 10 + 30 s grace + 60 s margin
 
     one = DisruptionBudget("j", 1, {})
     nodes, ctl, _ = started(spares=1, budget=one)
@@ -108,3 +108,17 @@ def test_a_drain_is_refused_by_a_zero_budget_until_it_times_out_and_admitted_by_
     nodes.ended(pod, 25.0)  # the pod stopped within its grace period: then the instance goes
     assert nodes.pool.nodes["gpu-node-2"].instance == "terminated"
     assert nodes.report()[0]["phases_s"] == {"drain_started": 0.0, "evicted": 0.0, "pod_gone": 15.0}
+
+
+def test_a_gpu_fault_kills_the_pods_on_its_node_until_the_node_is_fenced() -> None:
+    nodes, ctl, _ = started(spares=1)
+    pod = ctl.indexes[1].pod
+    nodes.gpu_fault("gpu-fault@30:1", pod, 33.0)
+    assert nodes.step(33.0, ctl) == [("kill", pod, "")]
+    assert nodes.step(33.5, ctl) == []  # killed once
+    ctl.terminated(pod, 137, 34.0)  # the runner reaped it: a counted failure
+    nodes.ended(pod, 34.0)
+    nodes.step(35.0, ctl)  # the fencing agent's poll: cordoned
+    assert nodes.place(1, 35.0) == "gpu-node-3"  # the spare, never the faulty node
+    phases = {"gpu_fault": 0.0, "fenced": 2.0, "instance_terminated": 2.0, "out_of_service": 2.0}  # the 35 s poll
+    assert (pod.action, nodes.report()[0]["phases_s"]) == ("Count", phases)
