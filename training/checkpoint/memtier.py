@@ -101,6 +101,7 @@ class MemoryTier:
         self.copier = SnapshotCopier()
         self._tensor_cache: tuple[int, Split, Layout] | None = None
         self._preparing: threading.Thread | None = None
+        self._slots_ready = False  # every rank's slots mapped (:meth:`due`)
         self._broken: str | None = None  # why replication stopped until the next (re)start (a failed exchange)
         if rank == 0:
             where = f"copy on rank {self.dst}'s node" if self.dst is not None else "no peer copy (one node)"
@@ -116,7 +117,15 @@ class MemoryTier:
         return self.schedule.interval
 
     def due(self, step: int) -> bool:
-        return self.schedule.due(step)
+        """Whether to snapshot after ``step``: the schedule's steps, once every rank's slots are mapped (until then a
+        due snapshot waits for a later step: page-locking an 11 GB slot takes seconds, and the loop must not wait for
+        it; the ranks agree, since the peer copies are collective)."""
+        if not self.schedule.due(step):
+            return False
+        if not self._slots_ready:
+            mine = 0.0 if self._preparing is not None and not self._preparing.is_alive() else 1.0
+            self._slots_ready = _agree_max([mine])[0] == 0.0
+        return self._slots_ready
 
     def step_done(self, step: int, step_s: float) -> None:
         """Every step on every rank: the ``auto`` interval's measurements (see :class:`MemorySchedule`)."""
@@ -172,6 +181,8 @@ class MemoryTier:
         how = self.copier.prepare(layout.nbytes)
         self._preparing = threading.Thread(target=self._map_slots, args=(layout.nbytes, how), name="memtier-prepare")
         self._preparing.start()
+        if not self.copier.cuda:  # nothing to page-lock: mapped in milliseconds, ready for the first due snapshot
+            self._preparing.join()
 
     def _map_slots(self, nbytes: int, how: str) -> None:
         t0 = time.perf_counter()
@@ -193,7 +204,7 @@ class MemoryTier:
         ``memtier`` thread."""
         self.prepare(state)
         assert self._preparing is not None
-        self._preparing.join()  # the first snapshot only; not counted as its stall (the prepare line says it)
+        self._preparing.join()  # done already when :meth:`due` said so
         t0 = time.perf_counter()
         self.wait()
         parts, layout = self.tensors(state)
