@@ -15,6 +15,7 @@ The configuration environment comes from ``$PROJECT_ENV`` (default ``default``);
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 
 import cdk8s
@@ -28,6 +29,7 @@ from charts.topology import Topology
 from charts.training_config_map import TrainingConfigMap
 from charts.training_job import TrainingJob
 from platform_config import ProjectConfig, RecoveryMode, exits_on_config_error, load_config
+from training.resilience import startup_budget
 
 OUTPUT_EXTENSION = ".k8s.yaml"
 CONFIG_CHART = "training-config"
@@ -51,8 +53,16 @@ def build_app(
     *,
     environ: Mapping[str, str] | None = None,
     topology: Topology | None = None,
+    fit_timeouts: bool = True,
 ) -> cdk8s.App:
-    """All charts for ``cfg``; ``outdir`` defaults to ``$CDK8S_OUTDIR`` (``cdk8s synth -o``) or ``dist``."""
+    """All charts for ``cfg``; ``outdir`` defaults to ``$CDK8S_OUTDIR`` (``cdk8s synth -o``) or ``dist``. Timeouts
+    that a new worker of the model's size would outlast are raised first, each with a line on stderr
+    (:func:`training.resilience.startup_budget.fit_cluster_timeouts`), unless ``fit_timeouts`` is off (the local
+    cluster, whose config is fitted to its own device already)."""
+    if fit_timeouts:
+        cfg, raised = startup_budget.fit_cluster_timeouts(cfg)
+        for line in raised:
+            print(f"[budget] {line}", file=sys.stderr, flush=True)
     app = cdk8s.App(
         outdir=outdir or os.environ.get("CDK8S_OUTDIR") or "dist",
         output_file_extension=OUTPUT_EXTENSION,

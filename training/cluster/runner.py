@@ -96,7 +96,7 @@ def local_cluster_config(cfg: ProjectConfig, opts: ClusterOptions, in_pod_faults
 
     gpus = cuda_device_count() if opts.host_gpus is None else opts.host_gpus
     inprocess, ft, budget_lines = local_timeouts(cfg, cuda=gpus > 0)
-    for line in budget_lines:
+    for line in budget_lines[1:]:  # what was raised (training.local prints the derivation)
         print(f"[budget] {line}", flush=True)
     data = cfg.model_dump(mode="json")
     update = {
@@ -125,7 +125,7 @@ def synthesize(cfg: ProjectConfig, nproc: int, outdir: Path, prebuilt: Path | No
     topology = Topology(nodes=cfg.gpu_nodes.node_count, instance=dataclasses.replace(cfg.instance, gpus=nproc))
     if outdir.exists():
         shutil.rmtree(outdir)
-    build_app(cfg, str(outdir), environ={}, topology=topology).synth()
+    build_app(cfg, str(outdir), environ={}, topology=topology, fit_timeouts=False).synth()
     return Manifests.load(outdir)
 
 

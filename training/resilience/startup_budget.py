@@ -19,6 +19,7 @@ default 120 s against minutes of restore for Llama 3.1 8B), not by seconds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,3 +159,39 @@ def local_timeouts(cfg: Any, *, cuda: bool, measured_init_s: float | None = None
     inprocess, ft = cfg.local.timeouts(cuda=cuda)
     est = local_estimate(cfg.model.size, cuda=cuda, measured_init_s=measured_init_s)
     return fit_local_timeouts(cfg, inprocess, ft, est)
+
+
+def fit_cluster_timeouts(cfg: Any) -> tuple[Any, list[str]]:
+    """``cfg`` with the timeouts that watch a new worker on the cluster raised where the model's start would outlast
+    them, and a line for each raise: ft_launcher's first-heartbeat and setup-section timeouts to the whole start
+    (:func:`estimate`), the in-process soft timeout (hard, barrier and completion with it) to 1.5 x set-up + first
+    step, which it watches (:func:`local_estimate` on CUDA). ``make synth`` applies it, so a model size runs with
+    the project's defaults; a step's hang budget stays derived from step times."""
+    est = estimate(cfg)
+    lines: list[str] = []
+    ft, inprocess = cfg.ft, cfg.inprocess
+    if problems(cfg):
+        need = float(math.ceil(est.required_s))
+        lines.append(
+            f'ft.initial_rank_heartbeat_timeout_s and ft.section_timeouts_s["setup"] raised to at least {need:g} s: '
+            f"a new worker's start for model.size {cfg.model.size!r} is {est.describe()}"
+        )
+        ft = ft.model_copy(
+            update={
+                "initial_rank_heartbeat_timeout_s": max(need, ft.initial_rank_heartbeat_timeout_s),
+                "section_timeouts_s": {**ft.section_timeouts_s, "setup": max(need, ft.section_timeouts_s["setup"])},
+            }
+        )
+    # what the in-process soft timeout watches, set-up and the first step, from the set-up measured on the GPU
+    # (local_estimate's constants) rather than the ft_launcher estimate's deliberately round ones
+    dev = local_estimate(cfg.model.size, cuda=True)
+    need_ip = float(math.ceil(SAFETY * (dev.setup_s + dev.first_step_s)))
+    if inprocess.soft_timeout_s < need_ip:
+        delta = need_ip - inprocess.soft_timeout_s
+        inprocess = inprocess.model_copy(update={f: getattr(inprocess, f) + delta for f in _INPROCESS_SHIFTED})
+        lines.append(
+            f"inprocess.soft_timeout_s raised to {inprocess.soft_timeout_s:g} s (hard {inprocess.hard_timeout_s:g}, "
+            f"barrier {inprocess.barrier_timeout_s:g}): a new worker of model.size {cfg.model.size!r} sets up in "
+            f"about {dev.setup_s:.0f} s and runs its first step in {dev.first_step_s:.0f} s, x {SAFETY}"
+        )
+    return cfg.model_copy(update={"ft": ft, "inprocess": inprocess}), lines

@@ -78,3 +78,16 @@ def test_llama3_8b_locally_raises_ft_launcher_s_first_heartbeat_too() -> None:
     assert ft.initial_rank_heartbeat_timeout_s == ft.section_timeouts_s["setup"] == 249.9
     assert ft.section_timeouts_s["step"] == 37.5  # the other sections as configured (15 s x 2.5)
     assert lines[-1] == "ft_launcher's first-heartbeat and setup-section timeouts raised to 249.9 s"
+
+
+def test_the_cluster_raises_what_a_1b_worker_would_outlast_instead_of_refusing() -> None:
+    """``make synth`` of the 1B environment with the default timeouts: ft_launcher's 120 s first heartbeat and 300 s
+    setup section against 1.5 x (30 + 99.8 + 10) s = 209.7 s on 1200 GiB of FSx; the in-process soft timeout's 20 s
+    against 1.5 x (10.85 + 2.95) s = 20.7 s. Each is raised, with its line; the tiny default is left as it is."""
+    cfg, lines = startup_budget.fit_cluster_timeouts(load_config(env="scale-1b"))
+    assert cfg.ft.initial_rank_heartbeat_timeout_s == 210.0 and cfg.ft.section_timeouts_s["setup"] == 300.0
+    assert (cfg.inprocess.soft_timeout_s, cfg.inprocess.hard_timeout_s, cfg.inprocess.barrier_timeout_s) == (21, 31, 61)
+    assert problems(cfg) == [] and len(lines) == 2
+    assert lines[0].startswith('ft.initial_rank_heartbeat_timeout_s and ft.section_timeouts_s["setup"] raised')
+    tiny = load_config()
+    assert startup_budget.fit_cluster_timeouts(tiny) == (tiny, [])
