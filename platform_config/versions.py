@@ -12,7 +12,11 @@ Every Kubernetes minor in :data:`SUPPORTED_KUBERNETES_MINORS`
 against the EKS API from this repository, which has no AWS access): vpc-cni, kube-proxy and coredns per minor as
 ``aws eks describe-addon-versions`` listed them in ap-northeast-2 on 2026-09-04; kube-proxy/coredns/pod-identity
 agent for 1.36 as a 1.36 cluster resolved them; aws-fsx-csi-driver v1.9.0 and amazon-cloudwatch-observability
-v5.3.0 as pinned in 2026 EKS configurations. ``make preflight`` checks every pin against
+v5.3.0 as pinned in 2026 EKS configurations; eks-node-monitoring-agent v1.7.0-eksbuild.1 as the agent's own Helm chart
+pins its image (github.com/aws/eks-node-monitoring-agent, charts/eks-node-monitoring-agent/values.yaml, commit
+0040fd7a, ``nodeAgent.image.tag``; module release v1.7.0 published 2026-08-04 on pkg.go.dev) and as a 1.35 cluster's
+pins read from ``describe-addon-versions`` list it (github.com/devopscoop/aws-eks-template, cluster/terraform.tfvars;
+a 1.36 cluster's published pins had v1.7.2-eksbuild.1 by 2026-12). ``make preflight`` checks every pin against
 ``aws eks describe-addon-versions`` for the configured minor before you deploy (docs/deploy.md).
 """
 
@@ -22,7 +26,7 @@ from __future__ import annotations
 SUPPORTED_KUBERNETES_MINORS: tuple[int, ...] = (32, 33, 34, 35, 36)
 DEFAULT_KUBERNETES_VERSION = "1.36"
 
-#: EKS managed add-ons the CDK app installs: five in stacks/addons.py, the CloudWatch one in stacks/observability.py.
+#: EKS managed add-ons the CDK app installs: six in stacks/addons.py, the CloudWatch one in stacks/observability.py.
 MANAGED_ADDONS: tuple[str, ...] = (
     "vpc-cni",
     "kube-proxy",
@@ -30,12 +34,15 @@ MANAGED_ADDONS: tuple[str, ...] = (
     "eks-pod-identity-agent",
     "aws-fsx-csi-driver",
     "amazon-cloudwatch-observability",
+    "eks-node-monitoring-agent",
 )
 
 _VPC_CNI = "v1.22.4-eksbuild.3"
 _POD_IDENTITY_AGENT = "v1.3.10-eksbuild.3"
 _FSX_CSI_DRIVER = "v1.9.0-eksbuild.1"
 _CLOUDWATCH_OBSERVABILITY = "v5.3.0-eksbuild.1"
+#: Sets the ``AcceleratedHardwareReady`` node condition the fencing agent's GPU rule reads (stacks/node_fencing.py).
+_NODE_MONITORING_AGENT = "v1.7.0-eksbuild.1"
 
 
 def _pins(kube_proxy: str, coredns: str) -> dict[str, str]:
@@ -46,6 +53,7 @@ def _pins(kube_proxy: str, coredns: str) -> dict[str, str]:
         "eks-pod-identity-agent": _POD_IDENTITY_AGENT,
         "aws-fsx-csi-driver": _FSX_CSI_DRIVER,
         "amazon-cloudwatch-observability": _CLOUDWATCH_OBSERVABILITY,
+        "eks-node-monitoring-agent": _NODE_MONITORING_AGENT,
     }
 
 

@@ -1,4 +1,5 @@
-"""EKS managed add-ons: vpc-cni, kube-proxy, CoreDNS, the Pod Identity agent and the FSx CSI driver."""
+"""EKS managed add-ons: vpc-cni, kube-proxy, CoreDNS, the Pod Identity agent, the FSx CSI driver and the node
+monitoring agent."""
 
 from __future__ import annotations
 
@@ -10,10 +11,22 @@ from constructs import Construct, IDependable
 
 from platform_config import ProjectConfig
 from stacks.compliance import acknowledge
+from stacks.gpu_user_data import gpu_node_tolerations
 
 #: Service account of the FSx CSI controller (fixed by the add-on).
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 FSX_CSI_NAMESPACE = "kube-system"
+#: Sets ``AcceleratedHardwareReady`` on a GPU fault (NVIDIA XIDs in the kernel log, DCGM diagnostics), which the
+#: fencing agent's GPU rule reads (:mod:`stacks.node_fencing`).
+NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
+
+
+def node_monitoring_values(cfg: ProjectConfig) -> dict:
+    """The node monitoring agent's configuration values: its DCGM host engine DaemonSet tolerates the GPU nodes' taint
+    (the add-on's default is none, so it would never run where the GPUs are; the node agent itself tolerates every
+    taint by default). Keys of the add-on's schema (github.com/aws/eks-node-monitoring-agent,
+    charts/configuration.schema.json: ``dcgmAgent.tolerations``)."""
+    return {"dcgmAgent": {"tolerations": gpu_node_tolerations(cfg)}}
 
 
 @dataclass(frozen=True)
@@ -36,7 +49,8 @@ class Addons(Construct):
 
     vpc-cni and kube-proxy are created before any node (nodes only turn Ready with a CNI); CoreDNS
     and the FSx CSI driver after the system node group. The FSx CSI controller gets an IAM role
-    through a Pod Identity association (the agent add-on is created first). Versions come from
+    through a Pod Identity association (the agent add-on is created first). The node monitoring agent (a DaemonSet on
+    every node, DCGM on the GPU nodes) after the system node group. Versions come from
     ``cluster.addon_versions``, which pins every add-on for the cluster's Kubernetes minor
     (``platform_config.versions``; vpc-cni >= v1.18.5, which efa-only interfaces need).
 
@@ -51,8 +65,15 @@ class Addons(Construct):
         versions = props.cfg.cluster.addon_versions
         self.addons: dict[str, eks.Addon] = {}
 
-        def addon(name: str, *deps: IDependable) -> eks.Addon:
-            a = eks.Addon(self, name, cluster=cluster, addon_name=name, addon_version=versions[name])
+        def addon(name: str, *deps: IDependable, configuration: dict | None = None) -> eks.Addon:
+            a = eks.Addon(
+                self,
+                name,
+                cluster=cluster,
+                addon_name=name,
+                addon_version=versions[name],
+                configuration_values=configuration,
+            )
             cfn = a.node.default_child
             cfn.add_property_override("ResolveConflicts", "OVERWRITE")  # type: ignore[union-attr]
             for d in deps:
@@ -88,6 +109,7 @@ class Addons(Construct):
             "PodIdentityAssociations",
             [{"ServiceAccount": FSX_CSI_SERVICE_ACCOUNT, "RoleArn": self.fsx_csi_role.role_arn}],
         )
+        addon(NODE_MONITORING_AGENT, props.system_nodes, configuration=node_monitoring_values(props.cfg))
 
     @property
     def before_compute(self) -> list[eks.Addon]:

@@ -8,9 +8,8 @@ Two well-kept components and one small agent:
   and is what EKS node auto repair reads; auto repair itself covers managed node groups and Karpenter only, not this
   self-managed group. node-problem-detector would need custom GPU plugins, DCGM exporter only exports metrics, and
   NVIDIA NVSentinel quarantines and reboots nodes without knowing about the Job: none of them fences an Auto Scaling
-  instance. **Not installed by this construct yet**: every add-on here is pinned per Kubernetes minor
-  (``platform_config.versions``), and no version of this one has been checked; until it is, install it with
-  ``aws eks create-addon --addon-name eks-node-monitoring-agent`` (without it the GPU rule below never fires);
+  instance. Installed with the other managed add-ons (:mod:`stacks.addons`), pinned like them
+  (``cluster.addon_versions``, default in ``platform_config.versions``), its DCGM DaemonSet tolerating the GPU taint;
 * the **fencing agent** (:mod:`stacks.fencing.handler`, a Python Lambda function in the cluster's private subnets,
   invoked every minute, polling every 5 s): a NotReady node whose instance is alive, or a node with a GPU fault, is
   cordoned and marked ``Unhealthy`` in its Auto Scaling group (replaced); a fenced node's termination hook is
@@ -41,7 +40,7 @@ from platform_config import ProjectConfig
 from stacks.compliance import acknowledge
 from stacks.node_termination_handler import acknowledge_group_arn, group_arn
 
-#: The managed add-on that sets ``AcceleratedHardwareReady`` (not installed here yet: module docstring).
+#: The managed add-on that sets ``AcceleratedHardwareReady`` (installed by :mod:`stacks.addons`).
 ADDON = "eks-node-monitoring-agent"
 #: The Kubernetes group of the agent's access entry, and its ClusterRole.
 GROUP = "fsdp-node-fencing"

@@ -1,8 +1,12 @@
-"""Managed add-ons: the five add-ons, ordering around the node groups, FSx CSI Pod Identity."""
+"""Managed add-ons: the six add-ons, ordering around the node groups, FSx CSI Pod Identity, the node monitoring
+agent's DCGM tolerating the GPU taint."""
 
 from __future__ import annotations
 
-from stacks.addons import FSX_CSI_SERVICE_ACCOUNT
+import json
+
+from stacks import node_fencing
+from stacks.addons import FSX_CSI_SERVICE_ACCOUNT, NODE_MONITORING_AGENT
 from tests.helpers.stack_synth import Synthesized
 from tests.unit.stacks.conftest import resources
 
@@ -12,7 +16,7 @@ def addons_by_name(env: Synthesized) -> dict[str, tuple[str, dict]]:
     return {v["Properties"]["AddonName"]: (k, v) for k, v in resources(tpl, "AWS::EKS::Addon").items()}
 
 
-def test_the_five_addons(any_env: Synthesized) -> None:
+def test_the_six_addons(any_env: Synthesized) -> None:
     """Plus amazon-cloudwatch-observability, which stacks/observability.py owns."""
     assert set(addons_by_name(any_env)) - {"amazon-cloudwatch-observability"} == {
         "vpc-cni",
@@ -20,6 +24,7 @@ def test_the_five_addons(any_env: Synthesized) -> None:
         "coredns",
         "eks-pod-identity-agent",
         "aws-fsx-csi-driver",
+        "eks-node-monitoring-agent",
     }
 
 
@@ -28,6 +33,22 @@ def test_every_addon_is_pinned_to_the_config(any_env: Synthesized) -> None:
     found = {name: addon["Properties"].get("AddonVersion") for name, (_, addon) in addons_by_name(any_env).items()}
     assert found == any_env.cfg.cluster.addon_versions
     assert found["kube-proxy"] == "v1.36.0-eksbuild.21"
+    assert found["eks-node-monitoring-agent"] == "v1.7.0-eksbuild.1"
+
+
+def test_node_monitoring_agent_for_the_fencing_rule(any_env: Synthesized) -> None:
+    """The add-on the fencing agent's GPU rule depends on (AcceleratedHardwareReady); its DCGM host engine tolerates
+    the GPU nodes' taint (nvidia.com/gpu=true:NoSchedule by default), after the system nodes."""
+    assert node_fencing.ADDON == NODE_MONITORING_AGENT
+    tpl = any_env.template_json(any_env.platform.cluster)
+    addons = addons_by_name(any_env)
+    _, agent = addons[NODE_MONITORING_AGENT]
+    values = json.loads(agent["Properties"]["ConfigurationValues"])
+    assert values == {
+        "dcgmAgent": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    }
+    ((ng_id, _),) = resources(tpl, "AWS::EKS::Nodegroup").items()
+    assert ng_id in agent["DependsOn"]
 
 
 def test_fsx_csi_driver_gets_pod_identity_role(default_env: Synthesized) -> None:
