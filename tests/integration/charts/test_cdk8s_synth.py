@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from charts.main import CONFIG_CHART, DATASET_CHART, SERVICE_CHART, manifest_file, training_chart_id
+from charts.main import CONFIG_CHART, DATASET_CHART, PREPULL_CHART, SERVICE_CHART, manifest_file, training_chart_id
 from platform_config import RecoveryMode, load_config
 from scripts.validate_k8s import validate_manifests
 
@@ -30,7 +30,7 @@ def test_cdk8s_cli_synth_validates(tmp_path, env):
     }
     environ.pop("TRAINING_IMAGE_URI", None)
     subprocess.run([str(CDK8S), "synth", "--no-check-upgrade", "-o", str(out)], cwd=REPO, env=environ, check=True)
-    charts = [CONFIG_CHART, SERVICE_CHART, DATASET_CHART, *map(training_chart_id, RecoveryMode)]
+    charts = [CONFIG_CHART, SERVICE_CHART, DATASET_CHART, PREPULL_CHART, *map(training_chart_id, RecoveryMode)]
     assert sorted(p.name for p in out.iterdir()) == sorted(map(manifest_file, charts))
     assert validate_manifests(out, load_config(env=env).cluster.kubernetes_version) == []
     assert f"completions: {load_config(env=env).gpu_nodes.node_count}" in (out / "train-k8s-only.k8s.yaml").read_text()

@@ -63,6 +63,12 @@ def test_the_record_merges_per_machine_and_leaves_unmeasured_keys_null(tmp_path:
         "ft_launcher_recovery_s_p50",
         "rollback_steps_p50_memory_tier",
         "rollback_steps_p50_storage_only",
+        "async_mem_efficiency_1b_100",  # the scale keys come from --scale-ckpt-dir and --scale-run-dir
+        "mem_snapshot_stall_s_p50_1b",
+        "memory_restore_s_1b",
+        "inprocess_recovery_s_p50_1b",
+        "hang_recovery_s_1b",
+        "ft_launcher_recovery_s_1b",
     ]
 
 
@@ -104,3 +110,18 @@ def test_an_update_keeps_the_earlier_figures_and_says_where_they_come_from(tmp_p
     assert (entry["launch_to_first_step_s"], entry["hang_recovery_s"], entry["ckpt_commit_s_p50"]) == (8.0, 3.8, 29.6)
     assert entry["carried"] == {"hang_recovery_s": "aaa 2026-11-30", "ckpt_commit_s_p50": "zzz 2026-11-01"}
     assert entry["inprocess_recovery_s_p50"] is None  # measured nowhere
+
+
+def test_the_scale_benchmark_s_keys_come_from_its_async_mem_variant(tmp_path: Path) -> None:
+    from benchmarks.record import scale_checkpoint_figures
+
+    results = {
+        "none": {"efficiency_vs_none": 1.0, "mem_stall_s_p50": None},
+        "async+mem": {"efficiency_vs_none": 0.875, "mem_stall_s_p50": 0.0197},
+    }
+    (tmp_path / "results.json").write_text(json.dumps({"device": "1 x H100", "world_size": 1, "results": results}))
+    assert scale_checkpoint_figures(tmp_path) == {
+        "async_mem_efficiency_1b_100": 0.875,
+        "mem_snapshot_stall_s_p50_1b": 0.0197,
+        "async_ckpt_efficiency_1b_100": None,  # no async variant in this run
+    }
