@@ -2,9 +2,9 @@
 
 One slot is one snapshot of one rank's state ("the owner"): ``owner<r>.slot<k>.bin`` (the tensor bytes, in the
 layout of :mod:`training.checkpoint.snapshot`) and ``owner<r>.slot<k>.meta`` (sha256 of the payload, then the pickled
-payload: step, owner, world size, layout, the non-tensor state and the data's fingerprint). A slot is valid only
-while its meta exists and its digest and the data's fingerprint match, so a snapshot torn by a crash is never
-loaded: a writer removes the meta first and writes it last.
+payload: step, owner, world size, layout, the non-tensor state, the data's fingerprint and the run's id). A slot is
+valid only while its meta exists and its digest and the data's fingerprint match, so a snapshot torn by a crash is
+never loaded: a writer removes the meta first and writes it last.
 
 Why files in ``/dev/shm``: the same bytes are "own memory" after an in-process restart (the process keeps its
 mapping: no allocation, no copy), survive an ft_launcher restart of the workers on the same node (a new process

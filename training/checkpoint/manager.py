@@ -102,6 +102,7 @@ class CheckpointManager:
             MemoryTier(
                 self.root, memory_interval_steps, rank, world_size, per_node, events,
                 collective_timeout_s=collective_timeout_s, budget=memory_overhead_budget, ceiling=memory_ceiling,
+                arrive=self.arrive,
             )
             if memory_interval_steps == "auto" or int(memory_interval_steps) > 0
             else None
@@ -254,7 +255,7 @@ class CheckpointManager:
         listing = self.storage.listing(self.pg)
         if self.memory is not None:
             newest = max((step for step, _ in listing["candidates"]), default=-1)
-            restored = self.memory.restore(state, at_least=newest, before_load=before_load)
+            restored = self.memory.restore(state, at_least=newest, before_load=before_load, fresh=allow_fresh_start)
             if restored is not None:
                 self._emit("restore", **restored, world_size=self.world_size)
                 return restored["from_step"]

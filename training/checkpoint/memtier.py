@@ -7,7 +7,8 @@ on a side stream; the optimizer step waits on the GPU only for the reads of the 
 taken apart once per (re)start and reused (:meth:`MemoryTier._tensors`); each snapshot adds only the small host state
 (step, sampler, RNG). A thread of its own (``memtier``) then waits for the copy, fingerprints the bytes unless the GPU
 did, publishes the slot's meta and exchanges snapshots with the peers (:func:`training.checkpoint.replica.exchange`):
-the next snapshot waits for it (back-pressure, at most one in flight).
+the next snapshot waits for it (back-pressure, at most one in flight). A failed exchange is tried again on a new group
+at a later snapshot (:class:`PeerCopies`). Every snapshot carries the run's id (:mod:`.run_identity`).
 
 Restore (collective, before storage): every rank lists the snapshots it holds, the newest step every rank can get wins
 (when it is not older than the newest committed storage checkpoint), copies travel from their holders, each rank
@@ -20,21 +21,21 @@ in-process restart), ``shm`` (``/dev/shm`` after ft_launcher respawned the worke
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from training.checkpoint import replica
-from training.checkpoint.fingerprint import fingerprint
-from training.checkpoint.hostbuf import Slot, decode_meta, encode_meta, pinning_notice, process_id, slots
+from training.checkpoint.hostbuf import Slot, encode_meta, pinning_notice, process_id, slots
 from training.checkpoint.memory_interval import MemorySchedule
 from training.checkpoint.memory_restore import DATA_KEY, MemoryRestore
+from training.checkpoint.peer_copies import PeerCopies
+from training.checkpoint.run_identity import RunIdentity, read_run_id
 from training.checkpoint.shm_scope import scope_dir
 from training.checkpoint.snapshot import Layout, Split, layout_of, split
 from training.checkpoint.snapshot_copy import PendingCopy, SnapshotCopier
@@ -56,8 +57,10 @@ def join_jobs(timeout_s: float) -> bool:
 
 
 def holds_snapshot(root: Path) -> bool:
-    """Whether this host's memory tier of checkpoint root ``root`` holds a valid snapshot (own or a peer's copy)."""
-    return any(slot.read_meta() is not None for slot in slots(scope_dir(root)))
+    """Whether this host's memory tier of checkpoint root ``root`` holds a valid snapshot (own or a peer's copy) of
+    the run whose id that root keeps (:mod:`.run_identity`)."""
+    run = read_run_id(root)
+    return run is not None and any((m := s.read_meta()) and m.get("run") == run for s in slots(scope_dir(root)))
 
 
 def _agree_max(values: list[float]) -> list[float]:
@@ -75,6 +78,7 @@ class MemoryTier:
     :meth:`restore` on every rank at the same steps.
 
     ``interval``: steps between snapshots, or ``"auto"`` (:class:`MemorySchedule`, with ``budget`` and ``ceiling``).
+    ``arrive(what)``: the long-deadline barrier after a rank's own bulk I/O (:meth:`CheckpointManager.arrive`).
     """
 
     def __init__(
@@ -89,20 +93,23 @@ class MemoryTier:
         collective_timeout_s: float,
         budget: float = 0.01,
         ceiling: int = 1_000_000,
+        arrive: Callable[[str], None] | None = None,
     ) -> None:
         self.dir = scope_dir(root)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rank, self.world_size, self.events = rank, world_size, events
         self.schedule = MemorySchedule(interval, budget=budget, ceiling=ceiling, agree=_agree_max)  # type: ignore[arg-type]
-        self.dst, self.src = replica.peers(rank, world_size, per_node)
         self.collective_timeout_s = collective_timeout_s
-        timeout = datetime.timedelta(seconds=collective_timeout_s)
-        self.pg = dist.new_group(backend="gloo", timeout=timeout) if dist.is_initialized() and world_size > 1 else None
+        self.peers = PeerCopies(
+            rank, world_size, per_node, collective_timeout_s, agree=_agree_max, write_slot=self.write_slot
+        )
+        self.dst, self.src = self.peers.dst, self.peers.src
+        self.identity = RunIdentity(root, rank, self.pg)
+        self.arrive = arrive or (lambda what: None)
         self.copier = SnapshotCopier()
         self._tensor_cache: tuple[int, Split, Layout] | None = None
         self._preparing: threading.Thread | None = None
         self._slots_ready = False  # every rank's slots mapped (:meth:`due`)
-        self._broken: str | None = None  # why replication stopped until the next (re)start (a failed exchange)
         if rank == 0:
             where = f"copy on rank {self.dst}'s node" if self.dst is not None else "no peer copy (one node)"
             every = "auto interval" if self.schedule.auto else f"every {interval} steps"
@@ -111,6 +118,15 @@ class MemoryTier:
     @staticmethod
     def join_jobs(timeout_s: float) -> bool:
         return join_jobs(timeout_s)
+
+    @property
+    def pg(self) -> Any:
+        """The tier's gloo group (a new one after a failed peer exchange: :class:`PeerCopies`)."""
+        return self.peers.pg
+
+    @property
+    def run_id(self) -> str:
+        return self.identity.id
 
     @property
     def interval(self) -> int:
@@ -185,6 +201,7 @@ class MemoryTier:
             self._preparing.join()
 
     def _map_slots(self, nbytes: int, how: str) -> None:
+        self.identity.keep()  # before the first snapshot that carries it
         t0 = time.perf_counter()
         for k in (0, 1):
             try:
@@ -207,6 +224,9 @@ class MemoryTier:
         self._preparing.join()  # done already when :meth:`due` said so
         t0 = time.perf_counter()
         self.wait()
+        line = self.peers.before_snapshot(step)
+        if line is not None and self.rank == 0:
+            print(f"[checkpoint] memory tier: {line}", flush=True)
         parts, layout = self.tensors(state)
         slot = self.write_slot(self.rank)
         slot.invalidate()
@@ -225,6 +245,7 @@ class MemoryTier:
             "layout": layout,
             "skeleton": self._skeleton(parts, state),
             "process": process_id(),
+            "run": self.run_id,
         }
         stall = time.perf_counter() - t0
         self.schedule.snapshot_taken(step, stall)
@@ -256,15 +277,8 @@ class MemoryTier:
             except OSError as exc:
                 self._report(step, f"could not publish the snapshot in {slot.meta_path}: {exc}")
         drained = time.perf_counter() - t0
-        replicated = False
-        if self.pg is not None and self.dst is not None and self.src is not None and self._broken is None:
-            try:
-                data = (payload, host) if payload and host is not None else None
-                got = replica.exchange(self.pg, self.dst, self.src, data, self._peer_buf)
-                replicated = got is not None and self._keep_peer_copy(*got)
-            except Exception as exc:  # a lost peer: gloo's deadline; the group cannot be trusted any more
-                self._broken = f"{type(exc).__name__}: {str(exc)[:300]}"
-                self._report(step, f"peer copy failed, no more peer copies until the next restart: {self._broken}")
+        data = (payload, host) if payload and host is not None else None
+        replicated = self.peers.exchange(step, data, self._report)
         if self.rank == 0 and payload is not None:
             with contextlib.suppress(OSError):
                 self.events.emit(
@@ -276,21 +290,6 @@ class MemoryTier:
                     nbytes=meta["layout"].nbytes,
                 )
 
-    def _peer_buf(self, nbytes: int) -> torch.Tensor:
-        assert self.src is not None
-        self._peer_slot = self.write_slot(self.src)
-        self._peer_slot.invalidate()
-        return self._peer_slot.data(nbytes)
-
-    def _keep_peer_copy(self, payload: bytes, data: torch.Tensor) -> bool:
-        """Publish a received copy if its meta and data fingerprints match (else it stays invalid, and says so)."""
-        meta = decode_meta(payload)
-        if meta is None or fingerprint(data[: meta["layout"].nbytes]) != meta.get(DATA_KEY):
-            print(f"[checkpoint] rank {self.rank}: the peer copy from rank {self.src} failed its checksum", flush=True)
-            return False
-        self._peer_slot.write_meta(payload)
-        return True
-
     def _report(self, step: int, message: str) -> None:
         """A memory-tier failure, reported when it happens (the run goes on: storage still holds its checkpoints)."""
         print(f"[checkpoint] rank {self.rank}: memory snapshot of step {step}: {message}", flush=True)
@@ -298,9 +297,14 @@ class MemoryTier:
             self.events.emit("mem_snapshot", step=step, stall_s=0.0, error=message[:500])
 
     # ------------------------------------------------------------------ restore
-    def restore(self, state: AppState, *, at_least: int, before_load: Any = None) -> dict[str, Any] | None:
-        """Load the newest snapshot every rank can get (not older than ``at_least``) into ``state``; the fields of
-        the ``restore`` event, or None (storage then). Collective (see :class:`MemoryRestore`)."""
+    def restore(
+        self, state: AppState, *, at_least: int, before_load: Any = None, fresh: bool = False
+    ) -> dict[str, Any] | None:
+        """Load the newest snapshot of this run every rank can get (not older than ``at_least``) into ``state``; the
+        fields of the ``restore`` event, or None (storage then). ``fresh``: a fresh start, a new run id, so that
+        no snapshot of before is loaded (they are removed). Collective (see :class:`MemoryRestore`)."""
+        if fresh:
+            self.identity.start_fresh(self.pg)
         return MemoryRestore(self).restore(state, at_least=at_least, before_load=before_load)
 
     def release(self) -> None:
@@ -316,4 +320,4 @@ class MemoryTier:
         if collective and self.pg is not None and dist.is_initialized():
             self.wait()
             dist.destroy_process_group(self.pg)
-        self.pg = None
+        self.peers.pg = None
