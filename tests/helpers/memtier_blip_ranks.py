@@ -1,7 +1,8 @@
 """Two ranks, each its own "node", under torchrun, with the memory tier of a :class:`CheckpointManager` on a
 checkpoint group whose deadline (2 s) is shorter than the ranks' skew in the restore (4 s):
 
-1. snapshots at steps 5, 10, 15 with peer copies; rank 1's exchange at step 10 fails (a blip: it never answers, so
+1. a start on which only rank 1 was told ``--fresh`` (rank 0's word holds, on every rank), then snapshots at steps
+   5, 10, 15 with peer copies; rank 1's exchange at step 10 fails (a blip: it never answers, so
    rank 0's ends at gloo's deadline); the ranks try again on a new group at step 15;
 2. rank 1's node is replaced (its directory emptied) and both restore; rank 1 reads and verifies its copy
    :data:`SKEW_S` later than rank 0.
@@ -71,7 +72,7 @@ def main() -> int:
     try:
         mgr = _manager(out, rank, world)
         state = tiny_app_state(0)
-        mgr.load_latest(state)
+        mgr.load_latest(state, allow_fresh_start=rank == 1)  # the ranks disagree on --fresh: rank 0's holds
         if rank == 1:
             _blip_on_second_exchange()
         digests = {}

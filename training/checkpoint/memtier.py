@@ -301,10 +301,9 @@ class MemoryTier:
         self, state: AppState, *, at_least: int, before_load: Any = None, fresh: bool = False
     ) -> dict[str, Any] | None:
         """Load the newest snapshot of this run every rank can get (not older than ``at_least``) into ``state``; the
-        fields of the ``restore`` event, or None (storage then). ``fresh``: a fresh start, a new run id, so that
-        no snapshot of before is loaded (they are removed). Collective (see :class:`MemoryRestore`)."""
-        if fresh:
-            self.identity.start_fresh(self.pg)
+        fields of the ``restore`` event, or None (storage then). ``fresh`` (rank 0's holds): a fresh start, a new run
+        id, so that no snapshot of before is loaded (they are removed). Collective (see :class:`MemoryRestore`)."""
+        self.identity.restoring(self.pg, fresh=fresh)
         return MemoryRestore(self).restore(state, at_least=at_least, before_load=before_load)
 
     def release(self) -> None:

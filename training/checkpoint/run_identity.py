@@ -38,10 +38,12 @@ class RunIdentity:
         found = read_run_id(self.root) if rank == 0 else None
         self.id, self.unsaved = broadcast(pg, (found, False) if found else (uuid.uuid4().hex, True))
 
-    def start_fresh(self, pg: Any) -> None:
-        """A fresh start: a new id, so that no snapshot of before counts. Collective."""
-        self.id, self.unsaved = broadcast(pg, (uuid.uuid4().hex, True))
-        if self.root.is_dir():  # else once the run writes there (:meth:`keep`): a missing root stays missing
+    def restoring(self, pg: Any, *, fresh: bool) -> None:
+        """Before a restore, collective: at a fresh start (rank 0's ``fresh`` holds for every rank) a new id, so that
+        no snapshot of before counts."""
+        mine = (uuid.uuid4().hex, True, True) if fresh else (self.id, self.unsaved, False)
+        self.id, self.unsaved, fresh = broadcast(pg, mine)
+        if fresh and self.root.is_dir():  # else once the run writes there (:meth:`keep`): a missing root stays missing
             self.keep()
 
     def keep(self) -> None:
