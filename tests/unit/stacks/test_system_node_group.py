@@ -43,11 +43,11 @@ def test_imds_hop_limit_1_and_no_ami_or_user_data_of_ours(any_env: Synthesized) 
 def test_no_add_on_needs_instance_metadata_behind_hop_limit_1(any_env: Synthesized) -> None:
     """With hop limit 1 only host-networked pods reach IMDS: every add-on that calls AWS from an ordinary pod has a
     Pod Identity association; the others are host-networked (vpc-cni, kube-proxy, the Pod Identity agent) or call no
-    AWS API (CoreDNS)."""
+    AWS API (CoreDNS; the node monitoring agent, which reports node conditions through the Kubernetes API)."""
     from tests.unit.stacks.conftest import resources
 
     addons = resources(any_env.template_json(any_env.platform.cluster), "AWS::EKS::Addon").values()
     with_identity = {a["Properties"]["AddonName"] for a in addons if a["Properties"].get("PodIdentityAssociations")}
     others = {a["Properties"]["AddonName"] for a in addons} - with_identity
     assert with_identity == {"aws-fsx-csi-driver", "amazon-cloudwatch-observability"}
-    assert others == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
+    assert others == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "eks-node-monitoring-agent"}
