@@ -120,6 +120,33 @@ def local_estimate(size: str, *, cuda: bool, measured_init_s: float | None = Non
 _INPROCESS_SHIFTED = ("soft_timeout_s", "hard_timeout_s", "barrier_timeout_s", "completion_timeout_s")
 
 
+def _raise_inprocess(inprocess: Any, need_s: float) -> tuple[Any, bool]:
+    """``inprocess`` with its soft timeout raised to ``need_s`` if shorter, hard, barrier and completion moved by the
+    same amount (their gaps, and so NVRx's soft < hard < barrier ordering, stay as configured); whether it moved."""
+    if inprocess.soft_timeout_s >= need_s:
+        return inprocess, False
+    delta = need_s - inprocess.soft_timeout_s
+    return inprocess.model_copy(update={f: round(getattr(inprocess, f) + delta, 1) for f in _INPROCESS_SHIFTED}), True
+
+
+def _raise_ft_start(ft: Any, need_s: float) -> tuple[Any, bool]:
+    """``ft`` with its first-heartbeat and setup-section timeouts raised to ``need_s`` where shorter; whether any
+    moved."""
+    raised: dict[str, Any] = {}
+    if ft.initial_rank_heartbeat_timeout_s < need_s:
+        raised["initial_rank_heartbeat_timeout_s"] = need_s
+    if ft.section_timeouts_s["setup"] < need_s:
+        raised["section_timeouts_s"] = {**ft.section_timeouts_s, "setup": need_s}
+    return (ft.model_copy(update=raised), True) if raised else (ft, False)
+
+
+def _inprocess_line(inprocess: Any, why: str) -> str:
+    return (
+        f"inprocess.soft_timeout_s raised to {inprocess.soft_timeout_s:g} s (hard {inprocess.hard_timeout_s:g}, "
+        f"barrier {inprocess.barrier_timeout_s:g}): {why}"
+    )
+
+
 def fit_local_timeouts(cfg: Any, inprocess: Any, ft: Any, est: StartupEstimate) -> tuple[Any, Any, list[str]]:
     """``inprocess`` and ``ft`` (a local run's, :meth:`LocalConfig.timeouts`) with every budget that watches a
     worker's start raised to the estimate ``est`` where it is shorter (a budget that would fire on healthy progress
@@ -128,23 +155,12 @@ def fit_local_timeouts(cfg: Any, inprocess: Any, ft: Any, est: StartupEstimate) 
     ceiling."""
     need = round(est.required_s, 1)
     lines = [f"start-up budget for model.size {cfg.model.size!r}: {est.describe()}"]
-    if inprocess.soft_timeout_s < need:
-        delta = need - inprocess.soft_timeout_s
-        inprocess = inprocess.model_copy(
-            update={f: round(getattr(inprocess, f) + delta, 1) for f in _INPROCESS_SHIFTED}
-        )
-        lines.append(
-            f"inprocess.soft_timeout_s raised to {inprocess.soft_timeout_s:g} s (hard {inprocess.hard_timeout_s:g}, "
-            f"barrier {inprocess.barrier_timeout_s:g}): set-up and restore are watched by it; a step's hang budget "
-            "stays derived from the step times"
-        )
-    raised = {}
-    if ft.initial_rank_heartbeat_timeout_s < need:
-        raised["initial_rank_heartbeat_timeout_s"] = need
-    if ft.section_timeouts_s["setup"] < need:
-        raised["section_timeouts_s"] = {**ft.section_timeouts_s, "setup": need}
-    if raised:
-        ft = ft.model_copy(update=raised)
+    inprocess, moved = _raise_inprocess(inprocess, need)
+    if moved:
+        why = "set-up and restore are watched by it; a step's hang budget stays derived from the step times"
+        lines.append(_inprocess_line(inprocess, why))
+    ft, moved = _raise_ft_start(ft, need)
+    if moved:
         lines.append(f"ft_launcher's first-heartbeat and setup-section timeouts raised to {need:g} s")
     return inprocess, ft, lines
 
@@ -169,29 +185,20 @@ def fit_cluster_timeouts(cfg: Any) -> tuple[Any, list[str]]:
     the project's defaults; a step's hang budget stays derived from step times."""
     est = estimate(cfg)
     lines: list[str] = []
-    ft, inprocess = cfg.ft, cfg.inprocess
-    if problems(cfg):
-        need = float(math.ceil(est.required_s))
+    ft, moved = _raise_ft_start(cfg.ft, float(math.ceil(est.required_s)))
+    if moved:
         lines.append(
-            f'ft.initial_rank_heartbeat_timeout_s and ft.section_timeouts_s["setup"] raised to at least {need:g} s: '
-            f"a new worker's start for model.size {cfg.model.size!r} is {est.describe()}"
-        )
-        ft = ft.model_copy(
-            update={
-                "initial_rank_heartbeat_timeout_s": max(need, ft.initial_rank_heartbeat_timeout_s),
-                "section_timeouts_s": {**ft.section_timeouts_s, "setup": max(need, ft.section_timeouts_s["setup"])},
-            }
+            f'ft.initial_rank_heartbeat_timeout_s and ft.section_timeouts_s["setup"] raised to at least '
+            f"{math.ceil(est.required_s)} s: a new worker's start for model.size {cfg.model.size!r} is {est.describe()}"
         )
     # what the in-process soft timeout watches, set-up and the first step, from the set-up measured on the GPU
     # (local_estimate's constants) rather than the ft_launcher estimate's deliberately round ones
     dev = local_estimate(cfg.model.size, cuda=True)
-    need_ip = float(math.ceil(SAFETY * (dev.setup_s + dev.first_step_s)))
-    if inprocess.soft_timeout_s < need_ip:
-        delta = need_ip - inprocess.soft_timeout_s
-        inprocess = inprocess.model_copy(update={f: getattr(inprocess, f) + delta for f in _INPROCESS_SHIFTED})
-        lines.append(
-            f"inprocess.soft_timeout_s raised to {inprocess.soft_timeout_s:g} s (hard {inprocess.hard_timeout_s:g}, "
-            f"barrier {inprocess.barrier_timeout_s:g}): a new worker of model.size {cfg.model.size!r} sets up in "
-            f"about {dev.setup_s:.0f} s and runs its first step in {dev.first_step_s:.0f} s, x {SAFETY}"
+    inprocess, moved = _raise_inprocess(cfg.inprocess, float(math.ceil(SAFETY * (dev.setup_s + dev.first_step_s))))
+    if moved:
+        why = (
+            f"a new worker of model.size {cfg.model.size!r} sets up in about {dev.setup_s:.0f} s and runs its first "
+            f"step in {dev.first_step_s:.0f} s, x {SAFETY}"
         )
+        lines.append(_inprocess_line(inprocess, why))
     return cfg.model_copy(update={"ft": ft, "inprocess": inprocess}), lines
