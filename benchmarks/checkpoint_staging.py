@@ -153,6 +153,10 @@ def _launch(args: argparse.Namespace, variant: str, nproc: int) -> int:
     return rc
 
 
+#: The step-time series in results.json: the mean of each block of this many steps (where a slowdown sits).
+BLOCK_STEPS = 25
+
+
 def step_time_split(events: list[dict[str, Any]], warmup: int) -> dict[str, float | int | None]:
     """Rank 0's mean step time while an async write is in flight and while none is.
 
@@ -172,11 +176,14 @@ def step_time_split(events: list[dict[str, Any]], warmup: int) -> dict[str, floa
     steps = [(e["ts"], e["step"]) for e in ev if e["event"] == "step" and e["step"] > warmup]
     idle: list[float] = []
     writing: list[float] = []
+    blocks: dict[int, list[float]] = {}
     for (t0, s0), (t1, s1) in itertools.pairwise(steps):
         if s1 != s0 + 1 or any(t0 < b <= t1 for b in begins):
             continue
         (writing if any(t0 < end and t1 > start for start, end in windows) else idle).append(t1 - t0)
+        blocks.setdefault(s1 // BLOCK_STEPS, []).append(t1 - t0)
     return {
+        "step_s_blocks": [round(statistics.fmean(blocks[k]), 4) for k in sorted(blocks)],
         "step_s_idle": statistics.fmean(idle) if idle else None,
         "step_s_writing": statistics.fmean(writing) if writing else None,
         "steps_idle": len(idle),

@@ -30,6 +30,13 @@ def test_steps_overlapping_a_write_window_count_as_writing_and_the_stall_step_is
     assert split["steps_idle"] == 3 and split["step_s_idle"] == pytest.approx(1.0)
 
 
+def test_the_step_time_series_is_the_mean_of_each_block_of_25_steps() -> None:
+    # steps 1..60, 1 s apart except 3 s from step 30 to 31: blocks 0 (steps 2-24), 1 (25-49: one 3 s gap), 2 (50-60)
+    times = [float(i) + (2.0 if i >= 30 else 0.0) for i in range(60)]
+    split = step_time_split(_steps(0, times), warmup=0)
+    assert split["step_s_blocks"] == [1.0, pytest.approx(1.08), 1.0]
+
+
 def test_no_saves_means_every_step_is_idle_and_restarts_break_gaps() -> None:
     events = _steps(0, [0.0, 1.0, 2.0]) + _steps(0, [10.0, 11.0], first=2)  # a restart replays step 2
     split = step_time_split(events, warmup=0)

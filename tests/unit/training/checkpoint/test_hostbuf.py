@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.helpers.training_runs import REPO_ROOT, child_env
-from training.checkpoint import shm_scope
+from training.checkpoint import hostbuf, shm_scope
 from training.checkpoint.hostbuf import Slot, buffer, decode_meta, encode_meta
 
 
@@ -57,3 +57,30 @@ def test_a_forked_process_gets_its_own_process_id() -> None:
     os.waitpid(pid, 0)
     child = os.read(read, 64).decode()
     assert len(child) == 32 and child != process_id()
+
+
+def _resident_kib(path: Path) -> int:
+    """The resident KiB of this process' mapping of ``path`` (/proc/self/smaps)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.endswith(str(path)):
+            return next(int(x.split()[1]) for x in lines[i + 1 :] if x.startswith("Rss:"))
+    raise AssertionError(f"{path} is not mapped")
+
+
+def test_populate_fills_the_page_tables_of_a_mapping_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hostbuf, "POPULATE_CHUNK", 1 << 20)  # 8 chunks on the threads
+    path = tmp_path / "slot.bin"
+    t = hostbuf.buffer(path, 8 << 20, pin=False)
+    assert _resident_kib(path) == 0  # reserved (posix_fallocate), not yet in this process' page tables
+    assert hostbuf.populate(t) is True
+    assert _resident_kib(path) == 8 << 10
+
+
+def test_populate_that_the_kernel_refuses_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hostbuf, "_NOTICE", [])
+    t = hostbuf.buffer(tmp_path / "slot.bin", 1 << 20, pin=False)
+    assert hostbuf.populate(t[1:]) is False  # not page-aligned: EINVAL, as a kernel without the advice answers
+    assert hostbuf._NOTICE == [
+        "MADV_POPULATE_WRITE refused (EINVAL: Linux < 5.14): the page-locking faults the pages in (stalls the loop)"
+    ]
