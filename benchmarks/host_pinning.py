@@ -1,34 +1,34 @@
 """What page-locking the memory tier's host slots costs, and what it costs the training thread meanwhile.
 
 The memory tier maps its two host slots in ``/dev/shm`` and page-locks them (``cudaHostRegister``) on a thread of
-its own while training goes on. At 1B that is 2 x 11 GB. This benchmark times each way of doing it, and the step
-time of a GPU loop on the main thread while it happens (a loop of many small kernels, as FSDP's step launches):
+its own while training goes on: 2 x 11 GiB at 1B. This benchmark readies the slots in each way below on a thread
+while the main thread runs a GPU loop of many small kernels (as FSDP's step launches), and splits the loop's lost
+time over the phases it overlapped:
 
-- ``fallocate+register``: reserve the file's pages (``posix_fallocate``), map, then one ``cudaHostRegister``;
-- ``populate+register``: the same, with the mapping's page tables filled first by parallel threads
-  (``MADV_POPULATE_WRITE``), so the register only locks pages that are already there;
-- ``chunked``: ``cudaHostRegister`` in chunks of ``--chunk-mib`` (each chunk is its own registration);
-- ``project``: what the memory tier does (:func:`training.checkpoint.hostbuf.buffer`: the page tables filled in
-  64 MiB chunks by 8 threads, then one register).
+- ``fallocate+register``: reserve the file's pages (``posix_fallocate``), map, then one ``cudaHostRegister`` (which
+  faults the pages into the mapping itself);
+- ``project``: what the memory tier does (:mod:`training.checkpoint.hostbuf`): map, fill the page tables
+  (``MADV_POPULATE_WRITE``, 64 MiB chunks on ``--threads`` threads), then one register;
+- ``chunked``: as ``project``, registered in chunks of ``--chunk-mib`` with 5 ms between them; it also times a
+  256 MiB copy from the GPU inside one chunk and across two (whether a copy spanning two registrations runs at
+  page-locked speed).
 
 Usage::
 
     python -m benchmarks.host_pinning --gib 11 --slots 2
 
-It prints a table: the time to ready the slots, and the main loop's median step time before and while.
+It prints a table: per way and phase, the seconds it took, the main loop's time lost meanwhile, and its longest step.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import mmap
-import os
 import statistics
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -36,24 +36,7 @@ import torch
 
 from training.checkpoint import hostbuf
 
-MADV_POPULATE_WRITE = 23  # linux/mman.h, Linux >= 5.14
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-def _madvise(addr: int, length: int, advice: int) -> None:
-    if _LIBC.madvise(ctypes.c_void_p(addr), ctypes.c_size_t(length), ctypes.c_int(advice)) != 0:
-        raise OSError(ctypes.get_errno(), f"madvise({advice}) failed")
-
-
-def _map(path: Path, nbytes: int) -> tuple[mmap.mmap, torch.Tensor]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        os.ftruncate(fd, nbytes)
-        os.posix_fallocate(fd, 0, nbytes)
-        mm = mmap.mmap(fd, nbytes)
-    finally:
-        os.close(fd)
-    return mm, torch.frombuffer(mm, dtype=torch.uint8)
+Window = tuple[str, float, float]  # (phase, start, end), perf_counter seconds
 
 
 def _register(t: torch.Tensor, offset: int = 0, length: int | None = None) -> None:
@@ -63,53 +46,45 @@ def _register(t: torch.Tensor, offset: int = 0, length: int | None = None) -> No
         raise OSError(f"cudaHostRegister failed: {err}")
 
 
-def _populate(t: torch.Tensor, threads: int) -> None:
-    n = t.numel()
-    part = -(-n // threads)
-    part += -part % mmap.PAGESIZE
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda o: _madvise(t.data_ptr() + o, min(part, n - o), MADV_POPULATE_WRITE), range(0, n, part)))
+def ready_slots(way: str, directory: Path, nbytes: int, slots: int, chunk: int, threads: int) -> list[Window]:
+    """Map and page-lock ``slots`` files of ``nbytes`` in ``directory`` the given way, then release them; the
+    phases' windows."""
+    windows: list[Window] = []
+    hostbuf.POPULATE_THREADS = threads
 
-
-def ready_slots(way: str, directory: Path, nbytes: int, slots: int, chunk: int, threads: int) -> dict[str, float]:
-    """Map and page-lock ``slots`` files of ``nbytes`` in ``directory`` the given way; seconds per phase."""
-    phases = {"map_s": 0.0, "populate_s": 0.0, "register_s": 0.0}
-    if way == "project":
+    def phase(name: str, fn: Callable[..., object], *args: object, **kwargs: object) -> object:
         t0 = time.perf_counter()
-        for k in range(slots):
-            hostbuf.buffer(directory / f"slot{k}.bin", nbytes)
-        phases["register_s"] = time.perf_counter() - t0  # all phases together
-        for k in range(slots):
-            path = directory / f"slot{k}.bin"
-            torch.cuda.cudart().cudaHostUnregister(hostbuf._MAPPED[path][1].data_ptr())
-            hostbuf._MAPPED.pop(path)
-            hostbuf._PINNED.discard(path)
-        return phases
-    keep = []
+        out = fn(*args, **kwargs)
+        windows.append((name, t0, time.perf_counter()))
+        return out
+
+    tensors: list[torch.Tensor] = []
     for k in range(slots):
-        t0 = time.perf_counter()
-        mm, t = _map(directory / f"slot{k}.bin", nbytes)
-        keep.append((mm, t))
-        t1 = time.perf_counter()
-        if way == "populate+register":
-            _populate(t, threads)
-        t2 = time.perf_counter()
+        t = phase("map", hostbuf.buffer, directory / f"slot{k}.bin", nbytes, pin=False)
+        assert isinstance(t, torch.Tensor)
+        tensors.append(t)
+        if way != "fallocate+register":
+            phase("populate", hostbuf.populate, t)
         if way == "chunked":
             for off in range(0, nbytes, chunk):
-                _register(t, off, min(chunk, nbytes - off))
+                phase("register", _register, t, off, min(chunk, nbytes - off))
+                time.sleep(0.005)
         else:
-            _register(t)
-        t3 = time.perf_counter()
-        phases["map_s"] += t1 - t0
-        phases["populate_s"] += t2 - t1
-        phases["register_s"] += t3 - t2
-    for _, t in keep:
-        if way == "chunked":
-            for off in range(0, nbytes, chunk):
-                torch.cuda.cudart().cudaHostUnregister(t.data_ptr() + off)
-        else:
-            torch.cuda.cudart().cudaHostUnregister(t.data_ptr())
-    return phases
+            phase("register", _register, t)
+    if way == "chunked" and nbytes > chunk:
+        gpu = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        for name, off in (("copy-inside", 0), ("copy-spanning", chunk - (128 << 20))):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            tensors[0][off : off + gpu.numel()].copy_(gpu, non_blocking=True)
+            torch.cuda.synchronize()
+            windows.append((name, t0, time.perf_counter()))
+    for t in tensors:
+        for off in range(0, nbytes, chunk) if way == "chunked" else (0,):
+            torch.cuda.cudart().cudaHostUnregister(t.data_ptr() + off)
+    for path in [p for p in hostbuf._MAPPED if p.parent == directory]:
+        hostbuf._MAPPED.pop(path)
+    return windows
 
 
 def _step(layers: list[torch.Tensor], x: torch.Tensor) -> None:
@@ -118,25 +93,39 @@ def _step(layers: list[torch.Tensor], x: torch.Tensor) -> None:
     torch.cuda.synchronize()
 
 
-def main_loop_while(fn, layers: list[torch.Tensor], x: torch.Tensor) -> tuple[float, list[float], dict[str, float]]:
-    """Run ``fn`` on a thread while the main thread steps; (seconds fn took, step times meanwhile, fn's phases)."""
-    out: dict[str, float] = {}
+def main_loop_while(
+    fn: Callable[[], list[Window]], layers: list[torch.Tensor], x: torch.Tensor
+) -> tuple[list[Window], list[Window]]:
+    """Run ``fn`` on a thread while the main thread steps: (fn's phase windows, the steps' windows)."""
+    out: list[Window] = []
     done = threading.Event()
 
     def work() -> None:
-        out.update(fn())
-        done.set()
+        try:
+            out.extend(fn())
+        finally:
+            done.set()
 
     th = threading.Thread(target=work)
-    t0 = time.perf_counter()
     th.start()
-    steps = []
+    steps: list[Window] = []
     while not done.is_set():
         s0 = time.perf_counter()
         _step(layers, x)
-        steps.append(time.perf_counter() - s0)
+        steps.append(("step", s0, time.perf_counter()))
     th.join()
-    return time.perf_counter() - t0, steps, out
+    return out, steps
+
+
+def lost_by_phase(phases: list[Window], steps: list[Window], typical: float) -> dict[str, float]:
+    """Each step's time above ``typical``, split over the phases it overlapped (by overlap), summed per phase."""
+    lost: dict[str, float] = {}
+    for _, s0, s1 in steps:
+        overlaps = [(name, min(s1, p1) - max(s0, p0)) for name, p0, p1 in phases if min(s1, p1) > max(s0, p0)]
+        total = sum(o for _, o in overlaps)
+        for name, o in overlaps:
+            lost[name] = lost.get(name, 0.0) + ((s1 - s0) - typical) * o / total
+    return lost
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gib", type=float, default=11.0, help="bytes per slot, GiB (the 1B model's state: 11)")
     p.add_argument("--slots", type=int, default=2)
     p.add_argument("--chunk-mib", type=int, default=1024)
-    p.add_argument("--threads", type=int, default=8, help="threads filling the page tables (populate+register)")
-    p.add_argument("--ways", default="fallocate+register,populate+register,project")
+    p.add_argument("--threads", type=int, default=hostbuf.POPULATE_THREADS, help="threads filling the page tables")
+    p.add_argument("--ways", default="fallocate+register,project,chunked")
     p.add_argument("--dir", default="/dev/shm")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -161,24 +150,20 @@ def main(argv: list[str] | None = None) -> int:
         s0 = time.perf_counter()
         _step(layers, x)
         base.append(time.perf_counter() - s0)
-    print(
-        f"{torch.cuda.get_device_name()}; {a.slots} x {a.gib} GiB; main loop step alone p50 "
-        f"{statistics.median(base) * 1e3:.2f} ms"
-    )
-    print(
-        f"{'way':<20} {'ready s':>8} {'map s':>7} {'populate s':>10} {'register s':>10} {'steps':>6} "
-        f"{'step p50 ms':>11} {'step max ms':>11} {'lost s':>7}"
-    )
+    typical = statistics.median(base)
+    print(f"{torch.cuda.get_device_name()}; {a.slots} x {a.gib} GiB; main loop step alone p50 {typical * 1e3:.2f} ms")
+    print(f"{'way':<20} {'phase':<14} {'s':>7} {'loop lost s':>11} {'longest step s':>14}")
     for way in a.ways.split(","):
         with tempfile.TemporaryDirectory(dir=a.dir) as d:
-            total, steps, ph = main_loop_while(
+            phases, steps = main_loop_while(
                 partial(ready_slots, way, Path(d), nbytes, a.slots, a.chunk_mib << 20, a.threads), layers, x
             )
-        lost = sum(steps) - len(steps) * statistics.median(base)
-        print(
-            f"{way:<20} {total:8.2f} {ph['map_s']:7.2f} {ph['populate_s']:10.2f} {ph['register_s']:10.2f} "
-            f"{len(steps):6d} {statistics.median(steps) * 1e3:11.2f} {max(steps) * 1e3:11.1f} {lost:7.2f}"
-        )
+        lost = lost_by_phase(phases, steps, typical)
+        for name in dict.fromkeys(n for n, _, _ in phases):
+            took = sum(p1 - p0 for n, p0, p1 in phases if n == name)
+            during = [s1 - s0 for _, s0, s1 in steps if any(n == name and s1 > p0 and s0 < p1 for n, p0, p1 in phases)]
+            print(f"{way:<20} {name:<14} {took:7.3f} {lost.get(name, 0.0):11.2f} {max(during, default=0.0):14.3f}")
+        print(f"{way:<20} {'all':<14} {steps[-1][2] - steps[0][1]:7.3f} {sum(lost.values()):11.2f}")
     return 0
 
 

@@ -11,7 +11,9 @@ so that ``cost / (interval x step time) <= budget``, re-decided after every snap
 The interval at most doubles from one decision to the next (:data:`GROWTH`): the first snapshots of a process pay
 one-time costs (the first copies into freshly page-locked memory, a 1B step 0.41 s instead of 0.19 s measured on an
 H100), and a decision taken on one such cost alone chose 100 steps where 34 kept the budget, so a fault at step 100
-rolled back 89 steps.
+rolled back 89 steps. The cost decided on is the median of the last :data:`COSTS` snapshots' (agreed) costs: a
+snapshot whose next step also paid for an evaluation or a storage save measured 115-147 ms where its neighbours
+measured 55-62 ms (1B, 1 x H100), and one such figure alone doubled the interval.
 Every rank must snapshot at the same steps (the peer copies are collective): the inputs are agreed first (the
 largest cost and step time of any rank, through ``agree``), so every rank computes the same interval.
 """
@@ -31,6 +33,8 @@ FIRST_AFTER = 3
 WINDOW = 20
 #: The most an ``auto`` interval may grow at one decision (a factor): it falls at once, it rises by doublings.
 GROWTH = 2
+#: Snapshot costs the decision takes the median of.
+COSTS = 3
 
 
 def interval_for(cost_s: float, step_s: float, budget: float, ceiling: int) -> int:
@@ -70,6 +74,7 @@ class MemorySchedule:
         self._steps: deque[float] = deque(maxlen=WINDOW)
         self._next: int | None = None  # auto: the step of the next snapshot (None: FIRST_AFTER steps from now)
         self._stall_s: float | None = None  # the last snapshot's time on the training thread, until measured
+        self._costs: deque[float] = deque(maxlen=COSTS)  # the last snapshots' agreed costs
         self.cost_s: float | None = None
         self.step_s: float | None = None
 
@@ -96,7 +101,8 @@ class MemorySchedule:
         mine = [self._stall_s + max(0.0, step_s - typical), typical]
         self._stall_s = None
         cost_s, step_time = self.agree(mine)
-        return self._decide(step - 1, cost_s, step_time)
+        self._costs.append(cost_s)
+        return self._decide(step - 1, statistics.median(self._costs), step_time)
 
     def snapshot_taken(self, step: int, stall_s: float) -> None:
         """A snapshot of ``step`` took ``stall_s`` on the training thread."""

@@ -84,7 +84,22 @@ def test_one_costly_first_snapshot_cannot_push_the_interval_to_the_ceiling() -> 
             schedule.step_done(step + 1, 0.186 + 0.045)
             intervals.append(schedule.interval)
             step += 1
+    # costs decided on (median of the last 3): 153.5 ms (83 steps, capped 12), then 63 ms (34 steps, capped 24), 34
     assert intervals == [12, 24, 34, 34]
+
+
+def test_one_snapshot_whose_next_step_paid_for_something_else_does_not_move_the_interval() -> None:
+    """1B on 1 x H100: snapshots cost 55-62 ms, one whose next step also paid for an evaluation 130 ms."""
+    schedule = MemorySchedule("auto", budget=0.01, ceiling=100)
+    taken = _run(schedule, 200, stall_s=0.018, after_s=0.042, step_s=0.2)  # 60 ms a snapshot: 30 steps
+    assert schedule.interval == 30
+    step = taken[-1][0]
+    while not schedule.due(step):
+        step += 1
+        schedule.step_done(step, 0.2)
+    schedule.snapshot_taken(step, 0.018)
+    schedule.step_done(step + 1, 0.2 + 0.112)  # 130 ms: alone it would give 65 steps
+    assert schedule.interval == 30 and schedule.cost_s == pytest.approx(0.060)
 
 
 def test_auto_re_decides_when_step_time_changes() -> None:
