@@ -147,3 +147,32 @@ def test_only_connection_errors_count_as_a_broken_stream() -> None:
     assert _stream_broken(wrapped(BrokenPipeError(32, "Broken pipe")))
     assert _stream_broken(wrapped(EOFError()))
     assert not _stream_broken(wrapped(ValueError("Unknown section: step")))
+
+
+def test_after_sigterm_a_broken_monitor_stream_is_dropped_not_reconnected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ft_launcher closes its rank monitors when it forwards the pod's SIGTERM (their socket file goes): a rank making
+    its final save (issue 47) must not reconnect (seen: FileNotFoundError, the rank's final save lost)."""
+    from training.resilience import sigterm
+
+    class Client:
+        def send_heartbeat(self) -> None:
+            err = RuntimeError("RankMonitorClient could not send the heartbeat")
+            err.__context__ = BrokenPipeError(32, "Broken pipe")
+            raise err
+
+    def no_reconnect() -> None:
+        raise AssertionError("reconnected after SIGTERM")
+
+    monitor = FtMonitor(enabled=False)
+    monitor.client = Client()
+    monkeypatch.setattr(monitor, "reconnect", no_reconnect)
+    monkeypatch.setattr(sigterm, "_stop", sigterm.StopRequest(requested_at=1.0))
+    monitor.heartbeat(21)
+    assert monitor.client is None
+    monitor.heartbeat(22)  # nothing to send to any more
+    with monitor.section("step"):
+        pass
+    monkeypatch.setattr(sigterm, "_stop", sigterm.StopRequest())  # without a SIGTERM: reconnected
+    monitor.client = Client()
+    with pytest.raises(AssertionError, match="reconnected after SIGTERM"):
+        monitor.heartbeat(23)
