@@ -38,13 +38,18 @@ from training.parallel.distributed import (
     device,
     set_determinism,
 )
+from training.resilience import sigterm
 from training.resilience.exit_codes import UnrecoverableError, classify
+from training.resilience.ft_monitor import under_ft_launcher
 from training.resilience.timeout_check import checkpoint_wait_s
 from training.telemetry.events import EventLog
 from training.telemetry.metrics import StepTimer, peak_flops_per_device
 
 #: Size of the generated offline corpus (bytes = tokens) when ``train.data_dir`` is unset.
 GENERATED_CORPUS_BYTES = 1 << 20
+#: A SIGTERMed rank must reach the step's end (the agreement) within this many of its longest steps, or 10 s: else a
+#: peer is gone and no agreement comes (``training.resilience.sigterm.overdue``).
+STOP_BOUNDARY_STEPS, STOP_BOUNDARY_MIN_S = 3.0, 10.0
 
 
 class TrainerHooks(Protocol):
@@ -162,6 +167,9 @@ class StorageProgress:
         self.committed = 0
         #: Storage saves that failed in a row.
         self.failed = 0
+        #: Seconds the newest committed save of this attempt took, begin to commit (seen at a step's poll; None: none).
+        self.last_save_s: float | None = None
+        self._begun: dict[int, float] = {}
 
     def restored(self, step: int) -> None:
         """The restore gave ``step``: from storage, or from the memory tier (maybe newer than storage)."""
@@ -176,6 +184,7 @@ class StorageProgress:
     def save(self, step: int, state: AppState) -> None:
         """Checkpoint ``state`` as step ``step``. Collective."""
         with self.hooks.section("checkpoint"), self.guard(step):
+            self._begun[step] = time.monotonic()
             self.ckpt.save(step, state, during_write=lambda s: self.hooks.fault_point("checkpoint", s))
             self.checkpointed = step
 
@@ -224,6 +233,66 @@ class StorageProgress:
             committed = self.ckpt.committed_step
             if committed is not None and committed > self.committed:
                 self.committed, self.failed = committed, 0
+                begun = self._begun.get(committed)
+                if begun is not None:
+                    self.last_save_s = time.monotonic() - begun
+                self._begun = {k: t for k, t in self._begun.items() if k > committed}
+
+
+def final_save_plan(step: int, elapsed_s: float, estimate_s: float, budget_s: float) -> tuple[bool, str]:
+    """Whether the final save of ``step`` on SIGTERM is made, and the log line saying why. ``elapsed_s``: the longest
+    time any rank has had its SIGTERM (agreed); ``estimate_s``: the longest any rank's last save took, begin to commit
+    (agreed; 0: none measured in this attempt); ``budget_s``: :func:`training.resilience.sigterm.stop_budget_s`."""
+    left = budget_s - elapsed_s
+    if estimate_s <= 0:
+        if left <= 0:
+            return False, f"no final save of step {step}: its budget of {budget_s:g} s after SIGTERM is spent"
+        return True, (
+            f"final save of step {step}: no save measured in this attempt, trying within the {left:.1f} s left of "
+            f"the {budget_s:g} s budget after SIGTERM"
+        )
+    if estimate_s > left:
+        return False, (
+            f"the final save of step {step} cannot fit: the last save took {estimate_s:.1f} s, {left:.1f} s are left "
+            f"of the {budget_s:g} s budget after SIGTERM (terminationGracePeriodSeconds = the checkpoint section "
+            "timeout, or the launcher's stop timeout); not made, the replacement resumes from the newest committed "
+            "save"
+        )
+    return True, (
+        f"final save of step {step}: the last save took {estimate_s:.1f} s, {left:.1f} s are left of the "
+        f"{budget_s:g} s budget after SIGTERM"
+    )
+
+
+def stop_with_final_save(trainer: Trainer, step: int, stopping: int) -> None:
+    """Every rank at the step boundary where ``stopping`` ranks had a SIGTERM: agree on the plan (the longest elapsed
+    time, the longest last save), save ``step`` and wait for its commit if it fits, then raise :class:`Terminated`
+    (this rank had the SIGTERM) or :class:`PeerTerminated` (another rank had it). Collective."""
+    assert trainer.progress is not None
+    stop = sigterm.request()
+    stop.reached_boundary()
+    agreed = torch.tensor([stop.elapsed(), trainer.progress.last_save_s or 0.0], device=trainer.device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+    elapsed, estimate = agreed.tolist()
+    fits, why = final_save_plan(step, elapsed, estimate, stop.budget_s)
+    if trainer.rank == 0:
+        print(f"[trainer] SIGTERM reached {stopping} of {trainer.world_size} ranks by step {step}: {why}", flush=True)
+    if fits:
+        t0 = time.monotonic()
+        trainer.progress.save_target(step, trainer.state)
+        if trainer.rank == 0:
+            took = time.monotonic() - t0
+            print(
+                f"[trainer] final save of step {step} committed {took:.1f} s later, {elapsed + took:.1f} s after the "
+                "first SIGTERM",
+                flush=True,
+            )
+    if stop.requested_at is not None:
+        raise sigterm.Terminated(f"SIGTERM: stopped after step {step}" + (" and its final save" if fits else ""))
+    raise sigterm.PeerTerminated(
+        f"{stopping} rank(s) had a SIGTERM (a drained node): stopped after step {step}"
+        + (" and its final save" if fits else "")
+    )
 
 
 class Trainer:
@@ -259,6 +328,8 @@ class Trainer:
         self._failed = self._closed = False
         self.ckpt: CheckpointManager | None = None
         self.progress: StorageProgress | None = None
+        #: Ranks that had a SIGTERM by the newest step's end (agreed: :func:`stop_with_final_save`).
+        self.stopping = 0
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -354,10 +425,17 @@ class Trainer:
         """Global-mean training loss per step seen by this process."""
         return dict(self._losses)
 
-    def _global_mean(self, value: torch.Tensor) -> float:
+    def _global_mean(self, value: torch.Tensor, *, stop_flag: bool | None = None) -> float:
+        """The mean of ``value`` over the ranks; with ``stop_flag``, the same all-reduce counts the ranks whose flag is
+        set (:attr:`stopping`: every rank gets the same count at the same step)."""
         t = value.detach().float().reshape(1).to(self.device)
+        if stop_flag is not None:
+            t = torch.cat([t, torch.tensor([float(stop_flag)], device=self.device)])
         dist.all_reduce(t)
-        return float(t.item()) / self.world_size
+        values = t.tolist()
+        if stop_flag is not None:
+            self.stopping = round(values[1])
+        return values[0] / self.world_size
 
     def _loss(self, ids: list[int], data: TokenShards) -> torch.Tensor:
         x, y = data.batch(ids)
@@ -377,7 +455,7 @@ class Trainer:
             self.ckpt.before_optimizer_step()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return self._global_mean(loss)
+        return self._global_mean(loss, stop_flag=sigterm.request().requested_at is not None)
 
     def evaluate(self) -> float:
         """Mean loss over the first ``eval_batches`` global batches of the val split (no grad)."""
@@ -397,44 +475,56 @@ class Trainer:
     def train(self) -> int:
         """Run to ``target_steps``; returns the final step. Collective."""
         assert self.ckpt is not None and self.progress is not None, "call setup() and restore() first"
-        tc, cc = self.cfg.train, self.cfg.checkpoint
+        tc = self.cfg.train
         tokens = tc.micro_batch_size * tc.seq_len * self.world_size
         warmed = False
+        # A SIGTERM in the loop: the step ends, the ranks agree, the step is saved (training.resilience.sigterm).
+        budget = sigterm.stop_budget_s(self.cfg.ft.section_timeouts_s["checkpoint"], ft_launcher=under_ft_launcher())
         try:
-            for step in self._steps():
-                self.hooks.fault_point("step", step)
-                with self.hooks.section("step"):
-                    self.timer.start()
-                    loss = self.train_step(step)
-                    timing = self.timer.stop(tokens)
-                self.step = self.state.step = step
-                self._losses[step] = loss
-                self.hooks.heartbeat(step)
-                if self.rank == 0:
-                    lr = self.optimizer.param_groups[0]["lr"]
-                    self.events.emit("step", step=step, loss=loss, tokens=tokens, lr=lr, **timing)
-                self.progress.poll(step)
-                if not warmed:  # the optimizer state exists after the first step: its layout is the saves'
-                    self.ckpt.warm_up(self.state)
-                    warmed = True
-                self.ckpt.step_done(step, timing["step_s"] or 0.0)
-                if self.ckpt.memory_due(step):
-                    self.ckpt.snapshot(step, self.state)
-                if step % cc.interval_steps == 0:
-                    self.save_checkpoint()
-                if tc.eval_interval and step % tc.eval_interval == 0:
-                    with self.hooks.section("eval"):
-                        self.hooks.fault_point("eval", step)
-                        eval_loss = self.evaluate()
-                    self.eval_losses[step] = eval_loss
+            with sigterm.deferred(budget_s=budget, boundary_s=STOP_BOUNDARY_MIN_S) as stop:
+                for step in self._steps():
+                    self.hooks.fault_point("step", step)
+                    with self.hooks.section("step"):
+                        self.timer.start()
+                        loss = self.train_step(step)
+                        timing = self.timer.stop(tokens)
+                    self.step = self.state.step = step
+                    self._losses[step] = loss
+                    self.hooks.heartbeat(step)
                     if self.rank == 0:
-                        self.events.emit("eval", step=step, loss=eval_loss)
+                        lr = self.optimizer.param_groups[0]["lr"]
+                        self.events.emit("step", step=step, loss=loss, tokens=tokens, lr=lr, **timing)
+                    self.progress.poll(step)
+                    if not warmed:  # the optimizer state exists after the first step: its layout is the saves'
+                        self.ckpt.warm_up(self.state)
+                        warmed = True
+                    if self.stopping:
+                        stop_with_final_save(self, step, self.stopping)
+                    stop.boundary_s = max(stop.boundary_s, STOP_BOUNDARY_STEPS * (timing["step_s"] or 0.0))
+                    self._after_step(step, timing["step_s"] or 0.0)
             if self.final_checkpoint:
                 self.progress.save_target(self.step, self.state)
         except BaseException:
             self._failed = True
             raise
         return self.step
+
+    def _after_step(self, step: int, step_s: float) -> None:
+        """The memory snapshot, storage save and evaluation due after ``step``. Collective."""
+        assert self.ckpt is not None
+        tc, cc = self.cfg.train, self.cfg.checkpoint
+        self.ckpt.step_done(step, step_s)
+        if self.ckpt.memory_due(step):
+            self.ckpt.snapshot(step, self.state)
+        if step % cc.interval_steps == 0:
+            self.save_checkpoint()
+        if tc.eval_interval and step % tc.eval_interval == 0:
+            with self.hooks.section("eval"):
+                self.hooks.fault_point("eval", step)
+                eval_loss = self.evaluate()
+            self.eval_losses[step] = eval_loss
+            if self.rank == 0:
+                self.events.emit("eval", step=step, loss=eval_loss)
 
     def save_checkpoint(self) -> None:
         """Checkpoint the current step (see :class:`StorageProgress`). Collective."""

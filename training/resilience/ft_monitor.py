@@ -20,6 +20,8 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from training.resilience import sigterm
+
 log = logging.getLogger(__name__)
 
 IPC_ENV = "FT_RANK_MONITOR_IPC_SOCKET"
@@ -112,6 +114,13 @@ class FtMonitor:
                 self._cut = None
                 if not _stream_broken(err):
                     raise
+                if sigterm.request().requested_at is not None:
+                    # ft_launcher closed its rank monitors when it forwarded the pod's SIGTERM (their socket is gone):
+                    # nothing watches this rank while it ends its step and makes its final save (issue 47).
+                    log.warning("ft_monitor: %s failed (%s) after SIGTERM: the rank monitor is gone", method, err)
+                    self.client = None
+                    self._open.clear()
+                    return
                 log.warning("ft_monitor: %s failed (%s); reconnecting to the rank monitor", method, err)
                 self.reconnect()
                 if retry:
