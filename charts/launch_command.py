@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from pathlib import Path
 
 from charts.names import CONFIG_PATH, job_name, rendezvous_host, run_dir
 from charts.topology import Topology
 from platform_config import MODE_LAYERS, ProjectConfig, RecoveryMode
 from training.launch.prefork import LAUNCHER_MODULES
 from training.resilience.exit_codes import fail_job_exit_codes
+from training.resilience.sigterm import DRAIN_FILE_ENV
 
 TRAINING_MODULE = "training.train"
 #: A process forked from the pod's worker template (``job.prefork_workers``): ``PREFORK_RUN MODULE ARGS...``.
@@ -48,6 +50,14 @@ class NodeFiles:
     exit_log: str = "/tmp/training-exits"  # every worker exit of the current launch
     relaunch_log: str = "/tmp/training-relaunches"  # when the supervisor relaunched (the windowed budget)
     prefork_socket: str = "/tmp/training-prefork.sock"  # the worker template's socket (``job.prefork_workers``)
+    #: Written when the pod itself is being stopped (its SIGTERM: a drain, an eviction): the workers then make a final
+    #: save (training.resilience.sigterm); a SIGTERM their launcher sends to restart its group finds none.
+    drain: str = "/tmp/training-drain"
+
+    @classmethod
+    def under(cls, root: Path) -> NodeFiles:
+        """The same files, each under ``root`` by its own name (tests run the pod's scripts outside a pod)."""
+        return cls(**{f.name: str(root / Path(f.default).name) for f in fields(cls)})
 
 
 NODE_FILES = NodeFiles()
@@ -285,7 +295,10 @@ def supervisor_script(
             f"mkdir -p {shlex.quote(run_dir(cfg, mode))}",
             "terminating=0",
             "launcher=",
-            """trap 'terminating=1; [ -n "$launcher" ] && kill -TERM "$launcher" 2>/dev/null' TERM INT""",
+            f"export {DRAIN_FILE_ENV}={shlex.quote(files.drain)}",
+            f"rm -f {shlex.quote(files.drain)}",
+            f"trap ': > {files.drain}; terminating=1; "
+            """[ -n "$launcher" ] && kill -TERM "$launcher" 2>/dev/null' TERM INT""",
             "stop_launcher() {  # SIGTERM; SIGKILL after $1 s",
             '  kill -TERM "$launcher" 2>/dev/null',
             '  for _ in $(seq 1 "$1"); do kill -0 "$launcher" 2>/dev/null || return 0; sleep 1; done',

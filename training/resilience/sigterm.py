@@ -13,7 +13,9 @@ not taken the signal within ``grace_s`` it ends the process with the same code a
 stop would keep: a rank blocked on a dead peer cannot finish a checkpoint write either, and an unfinished one is never
 committed.
 
-**A final save** (issue 47): inside :func:`deferred` (the trainer's step loop) the handler only records the request.
+**A final save** (issue 47): when the pod itself is being stopped (:func:`draining`: a drain or an eviction, which
+the pod's supervisor marks; a SIGTERM from a launcher restarting its group after a fault elsewhere is not one), inside
+:func:`deferred` (the trainer's step loop) the handler only records the request.
 The rank finishes its step; the step's loss all-reduce carries every rank's flag, so all ranks, the ones no SIGTERM
 reached included (Kubernetes evicts only the drained node's pod), learn it at the same step boundary, save that step
 to storage together and leave (:class:`Terminated` here, :class:`PeerTerminated` on the others). The watcher bounds
@@ -37,12 +39,14 @@ from typing import Any
 from training.common.terminated import Terminated
 
 __all__ = [
+    "DRAIN_FILE_ENV",
     "GRACE_S",
     "TERMINATED_EXIT_CODE",
     "PeerTerminated",
     "StopRequest",
     "Terminated",
     "deferred",
+    "draining",
     "install",
     "overdue",
     "stop_budget_s",
@@ -53,6 +57,8 @@ __all__ = [
 TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
 #: Seconds the main thread has to take SIGTERM before the watcher ends the process.
 GRACE_S = 1.0
+#: The file the pod's supervisor writes when the pod itself gets SIGTERM (charts/launch_command.py): a drain.
+DRAIN_FILE_ENV = "TRAINING_DRAIN_FILE"
 #: Seconds a launcher gives its workers between the SIGTERM it forwards and SIGKILL: torchrun's
 #: (``LocalElasticAgent._shutdown``'s default, not configurable) and ft_launcher's ``--term-timeout`` default.
 TORCHRUN_STOP_S = 30.0
@@ -119,9 +125,17 @@ _taken = threading.Event()
 _sockets: tuple[socket.socket, socket.socket] | None = None  # kept open for the life of the process
 
 
+def draining() -> bool:
+    """Whether this pod is being stopped (its supervisor wrote the file named by :data:`DRAIN_FILE_ENV` on its own
+    SIGTERM). A SIGTERM without it comes from the launcher restarting its worker group after a fault elsewhere: no
+    final save then (the peers are gone or going), the rank stops at once as before."""
+    path = os.environ.get(DRAIN_FILE_ENV)
+    return bool(path) and os.path.exists(path)
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up must not be cut short by a second SIGTERM
-    if _stop.deferring:  # the trainer's loop: finish the step, agree, save it (module docstring)
+    if _stop.deferring and draining():  # the trainer's loop: finish the step, agree, save it (module docstring)
         _stop.requested_at = time.monotonic()
         _taken.set()
         return

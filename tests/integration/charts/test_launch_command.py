@@ -50,7 +50,7 @@ def _run(tmp_path: Path, mode: RecoveryMode, fail_rank: int | None = None, exit_
         }
     )
     topo = Topology(nodes=1, instance=dataclasses.replace(cfg.instance, gpus=2))
-    files = NodeFiles(*(str(tmp_path / name) for name in ("unrecoverable", "exits", "relaunches", "prefork.sock")))
+    files = NodeFiles.under(tmp_path)
     script = supervisor_script(cfg, mode, topo, host="127.0.0.1", module=PAYLOAD, files=files)
     env = {
         **os.environ,

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from nvidia_resiliency_ext.fault_tolerance.config import FaultToleranceConfig
@@ -139,13 +140,15 @@ def test_a_sigterm_between_launches_ends_the_pod_without_a_launcher_left_running
     its rendezvous for peers that are gone until the SIGKILL at the end of the grace period (seen on the local
     cluster: a failed Job's pod 0 relaunched during its pause and was killed 30 s later). ``relaunch pause``: the
     SIGTERM comes in the pause after a relaunch decision (a foreground ``sleep`` deferred the trap until its end);
-    ``launch event``: it comes while the second launch records its event, before the launcher starts."""
+    ``launch event``: it comes while the second launch records its event, before the launcher starts. The trap marks
+    the drain (``NodeFiles.drain``, a stale mark removed at start): the workers' final save follows it, a launcher's
+    own SIGTERM to its group finds none (training.resilience.sigterm.draining)."""
     pause = 30 if window == "relaunch pause" else 0
     cfg = make_cfg(
         storage={"mount_path": str(tmp_path / "fsx")}, job={"prefork_workers": False, "relaunch": {"delay_s": pause}}
     )
     topology = Topology.from_config(cfg)
-    files = lc.NodeFiles(*(str(tmp_path / name) for name in ("unrecoverable", "exits", "relaunches", "prefork.sock")))
+    files = lc.NodeFiles.under(tmp_path)
     launch = lc.shell_join(lc.launch_argv(cfg, RecoveryMode.K8S_ONLY, topology, files=files))
     event = lc.shell_join(lc.launch_event_argv(cfg, RecoveryMode.K8S_ONLY, topology, "torchrun"))
     script = lc.supervisor_script(cfg, RecoveryMode.K8S_ONLY, topology, files=files)
@@ -156,7 +159,8 @@ def test_a_sigterm_between_launches_ends_the_pod_without_a_launcher_left_running
     decide = script[script.index("decision=$(") : script.index(") || decision=")]
     assert "training.resilience.supervisor decide" in decide
     script = script.replace(decide, "decision=$(echo relaunch a peer was lost")
-    launches, log = tmp_path / "launches", tmp_path / "supervisor.log"
+    launches, log, drain = tmp_path / "launches", tmp_path / "supervisor.log", Path(files.drain)
+    drain.touch()  # stale
     env = {**os.environ, "JOB_COMPLETION_INDEX": "0", "LAUNCHES": str(launches)}
     with log.open("w") as out:  # a file: the pause's orphaned sleep would hold a pipe open
         proc = subprocess.Popen(["bash", "-c", script], env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -165,12 +169,14 @@ def test_a_sigterm_between_launches_ends_the_pod_without_a_launcher_left_running
     while waited_for not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)  # into the pause (or the slow event): a SIGTERM there finds no launcher
+    assert not drain.exists()  # the relaunch was no drain
     proc.send_signal(signal.SIGTERM)
     try:
         rc = proc.wait(timeout=20)  # before the pause ends (30 s) or the old code's launcher gives up (60 s)
     finally:
         proc.kill()
     assert rc == 143, log.read_text()
+    assert drain.exists()
     if window == "relaunch pause":  # no second launcher at all
         assert launches.read_text().split() == ["start"]
         assert "[supervisor] terminated before launch 1" in log.read_text()
@@ -299,7 +305,7 @@ def test_a_pod_waits_for_a_lost_rendezvous_host_until_the_lost_peer_deadline_not
         storage={"mount_path": str(tmp_path / "fsx")},
         job={"prefork_workers": False, "lost_peer_deadline_s": 2, "rendezvous": {"join_timeout_s": 600}},
     )
-    files = lc.NodeFiles(*(str(tmp_path / name) for name in ("unrecoverable", "exits", "relaunches", "prefork.sock")))
+    files = lc.NodeFiles.under(tmp_path)
     script = lc.supervisor_script(cfg, RecoveryMode.K8S_ONLY, Topology.from_config(cfg), files=files)
     env = {**os.environ, "JOB_COMPLETION_INDEX": "1"}
     t0 = time.monotonic()

@@ -20,9 +20,13 @@ from training.trainer import NullHooks, Trainer, final_save_plan
 
 
 @pytest.fixture(autouse=True)
-def fresh_request(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test its own stop request; the handler's SIG_IGN undone."""
+def fresh_request(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Each test its own stop request; the handler's SIG_IGN undone; the pod is being drained (its supervisor wrote
+    the drain file)."""
     monkeypatch.setattr(sigterm, "_stop", StopRequest())
+    drain = tmp_path / "training-drain"
+    drain.touch()
+    monkeypatch.setenv(sigterm.DRAIN_FILE_ENV, str(drain))
     before = signal.getsignal(signal.SIGTERM)
     yield
     signal.signal(signal.SIGTERM, before)
@@ -73,6 +77,15 @@ def test_deferred_sigterm_is_a_request_and_raises_on_leaving() -> None:
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # a second SIGTERM cannot cut the stop short
     with pytest.raises(Terminated, match="stopping at once"):
         sigterm._on_sigterm(signal.SIGTERM, None)  # outside the loop: at once, as before
+
+
+def test_a_sigterm_without_a_drain_stops_at_once_even_in_the_loop(tmp_path: Path) -> None:
+    """A launcher restarting its group after a fault elsewhere sends SIGTERM without the pod being stopped: no final
+    save (its peers are gone or going), the rank stops at once, as before the final save existed."""
+    (tmp_path / "training-drain").unlink()
+    assert not sigterm.draining()
+    with pytest.raises(Terminated, match="stopping at once"), sigterm.deferred(budget_s=27, boundary_s=10):
+        sigterm._on_sigterm(signal.SIGTERM, None)
 
 
 def test_a_failure_after_a_deferred_sigterm_is_a_stop() -> None:
