@@ -91,7 +91,9 @@ def populate(t: torch.Tensor) -> bool:
         )
     errs.discard(0)
     if errs == {errno.EINVAL}:
-        note = "MADV_POPULATE_WRITE refused (EINVAL: Linux < 5.14): the page-locking faults the pages in (stalls the loop)"
+        note = (
+            "MADV_POPULATE_WRITE refused (EINVAL: Linux < 5.14): the page-locking faults the pages in (stalls the loop)"
+        )
         if note not in _NOTICE:
             _NOTICE.append(note)
         return False
