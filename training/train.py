@@ -324,10 +324,26 @@ def resolve_config(args: argparse.Namespace) -> tuple[ProjectConfig, RecoveryMod
     return cfg, mode
 
 
+def check_memory_fit(cfg: ProjectConfig) -> None:
+    """Raise ConfigError when the model's sharded training state cannot fit this rank's memory at this world size
+    (:func:`~training.model.memory_fit.fit_problem`), before anything is built; a Hugging Face checkpoint's shape is
+    known only once it is read, so it is not checked here."""
+    if cfg.model.hf_checkpoint:
+        return
+    from training.model.memory_fit import fit_problem
+    from training.parallel.distributed import device_capacity
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    problem = fit_problem(cfg.model.size, world, *device_capacity())
+    if problem:
+        raise ConfigError(problem)
+
+
 def setup(args: argparse.Namespace) -> Runner:
     """Config, process environment, signals, the static timeout checks and the eager imports; the Runner."""
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "error")
     cfg, mode = resolve_config(args)
+    check_memory_fit(cfg)
     layers = MODE_LAYERS[mode]
     if layers.inprocess:
         changed = apply_process_env()
@@ -428,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except (ValueError, OSError) as err:  # configuration / argument problems before training starts
         print(f"[train] configuration error: {err}", file=sys.stderr)
+        with contextlib.suppress(OSError):  # a launcher passes the cause on instead of restarting the worker
+            rank = int(os.environ.get("RANK", "0"))
+            write_exit_status(args.run_dir, int(ExitCode.CONFIG), "config", str(err)[:2000], rank, final=True)
         return int(ExitCode.CONFIG)
     finally:
         gc.enable()

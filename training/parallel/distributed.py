@@ -26,6 +26,18 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
+def device_capacity() -> tuple[int, str]:
+    """The memory this rank trains in, in bytes, and its name: its GPU's, else the host's shared by the node's
+    ``LOCAL_WORLD_SIZE`` ranks."""
+    if torch.cuda.is_available():
+        dev = device()
+        props = torch.cuda.get_device_properties(dev)
+        return int(props.total_memory), f"{dev} ({props.name})"
+    ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return host // ranks, f"host memory per local rank ({ranks} on this host)"
+
+
 def device_memory_mb() -> dict[str, float]:
     """This process's CUDA memory, allocated and reserved by torch's caching allocator, in MiB; empty on CPU. Logged at
     every (re-)start, so that memory a fault left behind (a killed writer's shared tensors) shows as growth."""

@@ -128,3 +128,27 @@ def test_a_configuration_error_leaves_the_collector_on(tmp_path: Path) -> None:
     assert gc.isenabled()
     code = main(["--run-dir", str(tmp_path), "--config", str(tmp_path / "missing.yaml")])
     assert code == int(ExitCode.CONFIG) and gc.isenabled()
+
+
+def test_a_model_whose_state_cannot_fit_is_refused_before_set_up_and_recorded_final(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 8B model's 128.5 GB of training state on one rank of a 32 GiB host (a GPU's memory the same way)."""
+    from training.parallel import distributed
+    from training.resilience.exit_codes import ExitCode
+    from training.train import main
+
+    monkeypatch.setattr(
+        distributed, "device_capacity", lambda: (32 << 30, "host memory per local rank (1 on this host)")
+    )
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    assert main(["--run-dir", str(tmp_path), "--env", "prod", "--faults", ""]) == int(ExitCode.CONFIG)
+    problem = (
+        "model.size llama3-8b: 8.03 billion parameters need 128.5 GB of training state per rank at WORLD_SIZE 1 "
+        "(fp32 weights, gradients and AdamW's two moments: 16 bytes a parameter, sharded by FSDP), more than 90% of "
+        "host memory per local rank (1 on this host) (32.0 GiB): it needs at least 5 ranks of that memory "
+        "(--nproc, --nodes), or a smaller model.size"
+    )
+    assert capsys.readouterr().err.endswith(f"[train] configuration error: {problem}\n")
+    assert read_exit_status(tmp_path) == {"code": 2, "cause": "config", "message": problem, "rank": 0, "final": True}
