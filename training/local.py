@@ -91,7 +91,8 @@ def _prepare(args: argparse.Namespace, cfg: Any) -> tuple[int, int, str, Path]:
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if not cuda_device_count():
-        print("== CPU fallback: no CUDA here, so gloo + fp32 on CPU workers (a tiny model) ==", flush=True)
+        size = cfg.model.size
+        print(f"== CPU fallback: no CUDA here, so gloo + fp32 on CPU workers (model.size {size}) ==", flush=True)
     faults = cfg.local.faults if args.faults is None else args.faults
     return args.steps or cfg.local.steps, args.nproc or cfg.local.nproc, faults, run_dir
 
