@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from training.resilience.exit_codes import UnrecoverableError
+from training.resilience.hang import MIN_SAMPLES
 
 #: Timeouts below this multiple of the measured time get a warning.
 DEFAULT_MARGIN = 2.0
@@ -34,7 +35,7 @@ class TimeoutConfigError(UnrecoverableError):
 
 @dataclass(frozen=True)
 class Finding:
-    level: Literal["warning", "error"]
+    level: Literal["note", "warning", "error"]
     field: str
     message: str
 
@@ -109,18 +110,39 @@ def check(
 
 
 def check_static(cfg: Any, *, inprocess: bool, ft_launcher: bool) -> list[Finding]:
-    """Rules between layers that need no measurement."""
+    """Rules between layers that need no measurement.
+
+    The in-process layer must recover a hang before ft_launcher's step heartbeat/section timeout restarts the
+    workers. At steps its hard timeout is the step budget (:mod:`training.resilience.hang`: at least
+    ``step_timeout_floor_s``) plus ``hard_timeout_s - soft_timeout_s``; the configured ``hard_timeout_s`` holds
+    only before the budget is measured (the first :data:`~training.resilience.hang.MIN_SAMPLES` steps of a (re)start)
+    and outside steps. A warning when even the shortest step budget is too long; a note when only the first steps
+    are (as when a large model's start-up raised the soft timeout: training/resilience/startup_budget.py).
+    """
     findings = []
     if inprocess and ft_launcher:
         ip, ft = cfg.inprocess, cfg.ft
         first = min(ft.rank_heartbeat_timeout_s, ft.section_timeouts_s["step"])
-        if ip.hard_timeout_s >= first:
+        gap = ip.hard_timeout_s - ip.soft_timeout_s
+        at_steps = min(ip.step_timeout_floor_s, ip.soft_timeout_s) + gap
+        if at_steps >= first:
             findings.append(
                 Finding(
                     "warning",
                     "inprocess.hard_timeout_s",
-                    f"{ip.hard_timeout_s:g} s is not below ft_launcher's step heartbeat/section timeout "
-                    f"({first:g} s): ft_launcher restarts the workers before the in-process layer can recover a hang",
+                    f"the shortest step budget ({ip.step_timeout_floor_s:g} s) + hard - soft ({gap:g} s) is not "
+                    f"below ft_launcher's step heartbeat/section timeout ({first:g} s): ft_launcher restarts the "
+                    "workers before the in-process layer can recover a hang",
+                )
+            )
+        elif ip.hard_timeout_s >= first:
+            findings.append(
+                Finding(
+                    "note",
+                    "inprocess.hard_timeout_s",
+                    f"{ip.hard_timeout_s:g} s is not below ft_launcher's step heartbeat/section timeout ({first:g} "
+                    f"s): a hang in the first {MIN_SAMPLES} steps of a (re)start, before the step budget is measured, "
+                    f"goes to ft_launcher; later ones the in-process layer recovers (the step budget + {gap:g} s)",
                 )
             )
     return findings
