@@ -38,7 +38,7 @@ from training.parallel.distributed import (
     device,
     set_determinism,
 )
-from training.resilience import sigterm
+from training.resilience import final_save, sigterm
 from training.resilience.exit_codes import UnrecoverableError, classify
 from training.resilience.ft_monitor import under_ft_launcher
 from training.resilience.timeout_check import checkpoint_wait_s
@@ -239,62 +239,6 @@ class StorageProgress:
                 self._begun = {k: t for k, t in self._begun.items() if k > committed}
 
 
-def final_save_plan(step: int, elapsed_s: float, estimate_s: float, budget_s: float) -> tuple[bool, str]:
-    """Whether the final save of ``step`` on SIGTERM is made, and the log line saying why. ``elapsed_s``: the longest
-    time any rank has had its SIGTERM (agreed); ``estimate_s``: the longest any rank's last save took, begin to commit
-    (agreed; 0: none measured in this attempt); ``budget_s``: :func:`training.resilience.sigterm.stop_budget_s`."""
-    left = budget_s - elapsed_s
-    if estimate_s <= 0:
-        if left <= 0:
-            return False, f"no final save of step {step}: its budget of {budget_s:g} s after SIGTERM is spent"
-        return True, (
-            f"final save of step {step}: no save measured in this attempt, trying within the {left:.1f} s left of "
-            f"the {budget_s:g} s budget after SIGTERM"
-        )
-    if estimate_s > left:
-        return False, (
-            f"the final save of step {step} cannot fit: the last save took {estimate_s:.1f} s, {left:.1f} s are left "
-            f"of the {budget_s:g} s budget after SIGTERM (terminationGracePeriodSeconds = the checkpoint section "
-            "timeout, or the launcher's stop timeout); not made, the replacement resumes from the newest committed "
-            "save"
-        )
-    return True, (
-        f"final save of step {step}: the last save took {estimate_s:.1f} s, {left:.1f} s are left of the "
-        f"{budget_s:g} s budget after SIGTERM"
-    )
-
-
-def stop_with_final_save(trainer: Trainer, step: int, stopping: int) -> None:
-    """Every rank at the step boundary where ``stopping`` ranks had a SIGTERM: agree on the plan (the longest elapsed
-    time, the longest last save), save ``step`` and wait for its commit if it fits, then raise :class:`Terminated`
-    (this rank had the SIGTERM) or :class:`PeerTerminated` (another rank had it). Collective."""
-    assert trainer.progress is not None
-    stop = sigterm.request()
-    stop.reached_boundary()
-    agreed = torch.tensor([stop.elapsed(), trainer.progress.last_save_s or 0.0], device=trainer.device)
-    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
-    elapsed, estimate = agreed.tolist()
-    fits, why = final_save_plan(step, elapsed, estimate, stop.budget_s)
-    if trainer.rank == 0:
-        print(f"[trainer] SIGTERM reached {stopping} of {trainer.world_size} ranks by step {step}: {why}", flush=True)
-    if fits:
-        t0 = time.monotonic()
-        trainer.progress.save_target(step, trainer.state)
-        if trainer.rank == 0:
-            took = time.monotonic() - t0
-            print(
-                f"[trainer] final save of step {step} committed {took:.1f} s later, {elapsed + took:.1f} s after the "
-                "first SIGTERM",
-                flush=True,
-            )
-    if stop.requested_at is not None:
-        raise sigterm.Terminated(f"SIGTERM: stopped after step {step}" + (" and its final save" if fits else ""))
-    raise sigterm.PeerTerminated(
-        f"{stopping} rank(s) had a SIGTERM (a drained node): stopped after step {step}"
-        + (" and its final save" if fits else "")
-    )
-
-
 class Trainer:
     """One training attempt of one rank. Call :meth:`setup`, :meth:`restore`, :meth:`train`, then :meth:`close`."""
 
@@ -328,7 +272,7 @@ class Trainer:
         self._failed = self._closed = False
         self.ckpt: CheckpointManager | None = None
         self.progress: StorageProgress | None = None
-        #: Ranks that had a SIGTERM by the newest step's end (agreed: :func:`stop_with_final_save`).
+        #: Ranks that had a SIGTERM by the newest step's end (agreed: :func:`~training.resilience.final_save.stop`).
         self.stopping = 0
 
     # ------------------------------------------------------------------ setup
@@ -499,7 +443,7 @@ class Trainer:
                         self.ckpt.warm_up(self.state)
                         warmed = True
                     if self.stopping:
-                        stop_with_final_save(self, step, self.stopping)
+                        final_save.stop(self, step, self.stopping)
                     stop.boundary_s = max(stop.boundary_s, STOP_BOUNDARY_STEPS * (timing["step_s"] or 0.0))
                     self._after_step(step, timing["step_s"] or 0.0)
             if self.final_checkpoint:

@@ -14,9 +14,10 @@ from platform_config import config_from_dict
 from tests.helpers.training_runs import FAST_CONFIG, single_process_group
 from training.checkpoint.files import list_committed
 from training.resilience import sigterm
+from training.resilience.final_save import final_save_plan
 from training.resilience.sigterm import StopRequest, Terminated, overdue, stop_budget_s
 from training.telemetry.events import EventLog, read_events
-from training.trainer import NullHooks, Trainer, final_save_plan
+from training.trainer import NullHooks, Trainer
 
 
 @pytest.fixture(autouse=True)
