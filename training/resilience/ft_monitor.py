@@ -148,6 +148,9 @@ class FtMonitor:
             yield
             return
         self._send("start_section", name)
+        if self.client is None:  # the monitor was gone after SIGTERM (see :meth:`_send`): nothing to time
+            yield
+            return
         self._open.add(name)
         try:
             yield

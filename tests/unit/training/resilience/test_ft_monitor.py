@@ -176,3 +176,25 @@ def test_after_sigterm_a_broken_monitor_stream_is_dropped_not_reconnected(monkey
     monitor.client = Client()
     with pytest.raises(AssertionError, match="reconnected after SIGTERM"):
         monitor.heartbeat(23)
+
+
+def test_a_section_whose_start_finds_the_monitor_gone_after_sigterm_ends_quietly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen on the local cluster (ft-launcher mode): an eviction's SIGTERM reached a rank in its set-up; the
+    ``start_section`` exchange found the monitor gone and dropped the client, and the section's end then raised
+    ``AttributeError: 'NoneType' object has no attribute 'end_section'`` instead of the rank stopping on SIGTERM."""
+    from training.resilience import sigterm
+
+    class Client:
+        def start_section(self, name: str) -> None:
+            err = RuntimeError("RankMonitorClient could not send section update. Exception: Unexpected reply: None")
+            err.__context__ = ConnectionResetError(104, "Connection reset by peer")
+            raise err
+
+    monitor = FtMonitor(enabled=False)
+    monitor.client = Client()
+    monkeypatch.setattr(sigterm, "_stop", sigterm.StopRequest(requested_at=1.0))
+    with monitor.section("setup"):
+        pass
+    assert monitor.client is None and not monitor._open
