@@ -38,6 +38,18 @@ class ImagePrepull(Construct):
         labels = {**group_labels(cfg), "app.kubernetes.io/component": "image-prepull"}
         quantities = {k: k8s.Quantity.from_string(v) for k, v in RESOURCES.items()}
         resources = k8s.ResourceRequirements(requests=quantities, limits=quantities)
+
+        def container(name: str, command: list[str]) -> k8s.Container:
+            """A container of the training image (kept on the node: ``IfNotPresent``) running ``command``."""
+            return k8s.Container(
+                name=name,
+                image=image,
+                image_pull_policy="IfNotPresent",
+                command=command,
+                resources=resources,
+                security_context=dataset_security_context(),
+            )
+
         self.resource = k8s.KubeDaemonSet(
             self,
             "Resource",
@@ -51,26 +63,8 @@ class ImagePrepull(Construct):
                         node_selector=node_selector(cfg, cfg.instance),
                         tolerations=taint_tolerations(cfg),
                         security_context=pod_security_context(),
-                        init_containers=[
-                            k8s.Container(
-                                name="pull",
-                                image=image,
-                                image_pull_policy="IfNotPresent",
-                                command=["true"],
-                                resources=resources,
-                                security_context=dataset_security_context(),
-                            )
-                        ],
-                        containers=[
-                            k8s.Container(
-                                name="hold",
-                                image=image,
-                                image_pull_policy="IfNotPresent",
-                                command=HOLD_COMMAND,
-                                resources=resources,
-                                security_context=dataset_security_context(),
-                            )
-                        ],
+                        init_containers=[container("pull", ["true"])],
+                        containers=[container("hold", HOLD_COMMAND)],
                     ),
                 ),
             ),
