@@ -26,7 +26,7 @@ from training.checkpoint.collectives import all_gather, all_ok
 from training.checkpoint.fingerprint import fingerprint
 from training.checkpoint.hostbuf import Slot, decode_meta, process_id, slots
 from training.checkpoint.snapshot import Layout, Split, rebuild
-from training.checkpoint.snapshot_copy import SnapshotCopier
+from training.checkpoint.snapshot_copy import SnapshotCopier, let_go_handed_over
 from training.checkpoint.state import AppState
 
 #: What a slot's meta calls the data's fingerprint (a slot of another format has none and is never loaded).
@@ -108,9 +108,13 @@ class MemoryRestore:
         # Only now the state: its state dict initialises an optimizer that has no state yet (a zero-lr step of
         # torch's get_state_dict), which a fresh start must not see.
         if replica.newest_common_step(held, self.world_size, None, at_least) is None:
+            let_go_handed_over()
             return None
         pristine = not state.optimizer.state
-        restored = self._restore(state, held, at_least, before_load)
+        try:
+            restored = self._restore(state, held, at_least, before_load)
+        finally:
+            let_go_handed_over()
         if restored is None and pristine:
             state.optimizer.state.clear()  # storage next, maybe a fresh start: as if never looked at
         return restored
@@ -153,6 +157,7 @@ class MemoryRestore:
             "per_rank_tier": tiers,
             "load_s": round(load_s, 4),
             "nbytes": layout.nbytes,
+            "copy": self.tier.copier.restored_from,
         }
 
     def _fetch_and_verify(self, copies: list[replica.Held], nbytes: int, step: int) -> tuple[torch.Tensor, dict | None]:

@@ -272,6 +272,7 @@ class MemoryTier:
         if host is not None and pending is not None:
             try:
                 meta[DATA_KEY] = pending.fingerprint(host, meta["layout"].nbytes)
+                self.copier.holds(meta[DATA_KEY], pending)
                 payload = encode_meta(meta)
                 slot.write_meta(payload)
             except OSError as exc:
@@ -316,7 +317,11 @@ class MemoryTier:
             os.rmdir(self.dir)
 
     def close(self, *, collective: bool) -> None:
+        """Close the tier; on the error path (not ``collective``) its GPU copy of the newest snapshot is handed to
+        the next restore in this process (:meth:`SnapshotCopier.hand_over`)."""
         if collective and self.pg is not None and dist.is_initialized():
             self.wait()
             dist.destroy_process_group(self.pg)
+        if not collective:
+            self.copier.hand_over()
         self.peers.pg = None

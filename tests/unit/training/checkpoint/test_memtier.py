@@ -58,7 +58,7 @@ def test_two_slots_alternate_and_the_newest_snapshot_is_restored_from_own_memory
     got = tier.restore(fresh, at_least=-1)
     assert got is not None and got.pop("load_s") > 0
     nbytes = sum(-(-t.numel() * t.element_size() // 64) * 64 for t in _state_tensors(state))
-    assert got == {"from_step": 15, "tier": "memory", "per_rank_tier": ["memory"], "nbytes": nbytes}
+    assert got == {"from_step": 15, "tier": "memory", "per_rank_tier": ["memory"], "nbytes": nbytes, "copy": "cpu"}
     assert state_digest(fresh.model, fresh.optimizer) == digests[15] and fresh.step == 15
     assert fresh.sampler.position == state.sampler.position
     assert tiny_train_step(fresh) == tiny_train_step(state)  # and it continues exactly like the original
@@ -241,7 +241,7 @@ def test_a_replaced_node_restores_from_its_peer_s_copy_over_gloo(tmp_path: Path)
     result = json.loads((tmp_path / "result.json").read_text())
     # rank 0 kept its process (own memory); rank 1, a new node, got its snapshot from rank 0
     restored = {k: v for k, v in result["restored"].items() if k not in ("load_s", "nbytes")}
-    assert restored == {"from_step": 10, "tier": "peer", "per_rank_tier": ["memory", "peer"]}
+    assert restored == {"from_step": 10, "tier": "peer", "per_rank_tier": ["memory", "peer"], "copy": "cpu"}
     assert result["got"] == result["want"] and result["step"] == 10
 
 
