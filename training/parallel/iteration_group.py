@@ -18,7 +18,7 @@ from typing import Any
 import torch.distributed as dist
 
 from platform_config.schema import InprocessConfig
-from training.parallel import distributed
+from training.parallel import background_abort, distributed
 
 
 def agent_store(environ: Mapping[str, str] = os.environ) -> bool:
@@ -42,9 +42,12 @@ class IterationGroups:
         self.inprocess = inprocess
         self._store: Any = None
 
-    def init(self, iteration: int, rank: int, world_size: int) -> None:
-        """The default group of ``iteration``; a group an earlier iteration left alive is aborted first."""
+    def init(self, iteration: int, rank: int, world_size: int) -> float:
+        """The default group of ``iteration``, once the failed iteration's groups are aborted (NVRx's abort, run on a
+        thread of its own: :mod:`.background_abort`); a group an earlier iteration left alive is aborted first.
+        Returns the seconds spent waiting for that abort."""
         timeout_s = distributed.collective_timeout_s(self.inprocess)
+        waited = background_abort.await_abort(self.inprocess.barrier_timeout_s)
         if iteration > 0 and dist.is_initialized():  # NVRx's abort normally destroyed it; never reuse a broken one
             print(f"[train] rank {rank}: process group of iteration {iteration - 1} still alive; aborting it")
             distributed.abort_process_group()
@@ -61,3 +64,4 @@ class IterationGroups:
         store = dist.PrefixStore(store_prefix(iteration), self._store)
         distributed.store_barrier(store, world_size, self.inprocess.barrier_timeout_s)
         distributed.init_process_group(timeout_s=timeout_s, store=store, rank=rank, world_size=world_size)
+        return waited

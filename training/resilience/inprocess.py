@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training.parallel import background_abort
 from training.resilience.exit_codes import classify
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,24 @@ def _finalize_class() -> type:
     return RecordFault
 
 
+def _abort_class() -> type:
+    from nvidia_resiliency_ext.inprocess.abort import Abort, AbortTorchDistributed
+
+    class BackgroundAbort(Abort):
+        """NVRx's ``AbortTorchDistributed`` (abort every group's NCCL communicators, destroy every group), started on
+        a thread of its own by NVRx's monitor thread, which then raises the restart at once; the next iteration waits
+        for it before its own group (:mod:`training.parallel.background_abort`)."""
+
+        def __init__(self) -> None:
+            self.inner = AbortTorchDistributed()
+
+        def __call__(self, state: Any) -> Any:
+            background_abort.abort_in_background(lambda: self.inner(state))
+            return state
+
+    return BackgroundAbort
+
+
 def _td(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
@@ -240,6 +259,7 @@ def build_wrapper(
     kwargs = wrapper_kwargs(
         inprocess.Wrapper,
         store_kwargs={"port": port, "timeout": _td(ip.barrier_timeout_s)},
+        abort=_abort_class()(),
         initialize=_initialize_class()(tracker, ip.max_iterations, ip.restart_window_s, min_world_size),
         finalize=_finalize_class()(tracker, on_fault),
         health_check=inprocess.Compose(*checks),

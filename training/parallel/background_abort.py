@@ -1,0 +1,66 @@
+"""The abort of a failed iteration's process groups, on a thread of its own, so the restart does not wait for it idly.
+
+NCCL's abort of a communicator takes about a second whatever it aborts (0.99 s on one H100 for a one-rank group, in
+every NCCL/torch setting tried: ``benchmarks/nccl_abort.py``): it joins NCCL's proxy threads, which notice the abort
+only at their next poll. NVRx runs it on its monitor thread before it raises the restart in the training thread, so
+every in-process restart paid it before any of its own work. Here the monitor thread only starts it
+(:func:`abort_in_background`), and the restart does what needs no process group meanwhile (NVRx's finalize, health
+checks and garbage collection); the next iteration waits for it (:func:`await_abort`) just before it creates its own
+group, because torch has one default group per process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+THREAD_NAME = "pg-abort"
+
+_running: threading.Thread | None = None
+_error: BaseException | None = None
+
+
+def abort_in_background(abort: Callable[[], object]) -> None:
+    """Start ``abort`` (the teardown of every process group) on the ``pg-abort`` thread. An abort still running from an
+    earlier fault runs first: the new one starts after it, on the same thread."""
+    global _running
+    before = _running
+
+    def run() -> None:
+        global _error
+        if before is not None:
+            before.join()
+        try:
+            abort()
+        except BaseException as exc:  # reported by await_abort, in the thread that goes on
+            _error = exc
+
+    _running = threading.Thread(target=run, name=THREAD_NAME, daemon=True)
+    _running.start()
+
+
+def await_abort(timeout_s: float, poll_s: float = 0.005) -> float:
+    """Wait for the abort started by :func:`abort_in_background`, if any; the seconds waited (0.0 without one).
+
+    Polls in short joins so that an exception NVRx raises in this thread meanwhile (a new fault) arrives. Raises
+    ``TimeoutError`` when the abort is still running after ``timeout_s``; an error the abort raised is printed and
+    the wait ends (NVRx logs its own abort's errors and goes on the same way).
+    """
+    global _running, _error
+    thread = _running
+    if thread is None:
+        return 0.0
+    t0 = time.monotonic()
+    while thread.is_alive():
+        if time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(
+                f"the failed iteration's process groups were still being aborted after {timeout_s:g} s (thread "
+                f"{THREAD_NAME})"
+            )
+        thread.join(poll_s)
+    _running = None
+    if _error is not None:
+        print(f"[parallel] the abort of the failed iteration's process groups raised {_error!r}", flush=True)
+        _error = None
+    return time.monotonic() - t0
