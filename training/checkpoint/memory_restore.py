@@ -25,8 +25,9 @@ from training.checkpoint import replica
 from training.checkpoint.collectives import all_gather, all_ok
 from training.checkpoint.fingerprint import fingerprint
 from training.checkpoint.hostbuf import Slot, decode_meta, process_id, slots
+from training.checkpoint.restore_copy import let_go_handed_over
 from training.checkpoint.snapshot import Layout, Split, rebuild
-from training.checkpoint.snapshot_copy import SnapshotCopier, let_go_handed_over
+from training.checkpoint.snapshot_copy import SnapshotCopier
 from training.checkpoint.state import AppState
 
 #: What a slot's meta calls the data's fingerprint (a slot of another format has none and is never loaded).

@@ -272,7 +272,7 @@ class MemoryTier:
         if host is not None and pending is not None:
             try:
                 meta[DATA_KEY] = pending.fingerprint(host, meta["layout"].nbytes)
-                self.copier.holds(meta[DATA_KEY], pending)
+                self.copier.holds(meta[DATA_KEY], staged_whole=pending.parts_host is not None)
                 payload = encode_meta(meta)
                 slot.write_meta(payload)
             except OSError as exc:
@@ -301,9 +301,8 @@ class MemoryTier:
     def restore(
         self, state: AppState, *, at_least: int, before_load: Any = None, fresh: bool = False
     ) -> dict[str, Any] | None:
-        """Load the newest snapshot of this run every rank can get (not older than ``at_least``) into ``state``; the
-        fields of the ``restore`` event, or None (storage then). ``fresh`` (rank 0's holds): a fresh start, a new run
-        id, so that no snapshot of before is loaded (they are removed). Collective (see :class:`MemoryRestore`)."""
+        """Load the newest snapshot every rank can get (at least ``at_least``): the ``restore`` event's fields, or None.
+        ``fresh`` (rank 0's): a new run id, older snapshots removed. Collective (see :class:`MemoryRestore`)."""
         self.identity.restoring(self.pg, fresh=fresh)
         return MemoryRestore(self).restore(state, at_least=at_least, before_load=before_load)
 
@@ -317,8 +316,7 @@ class MemoryTier:
             os.rmdir(self.dir)
 
     def close(self, *, collective: bool) -> None:
-        """Close the tier; on the error path (not ``collective``) its GPU copy of the newest snapshot is handed to
-        the next restore in this process (:meth:`SnapshotCopier.hand_over`)."""
+        """Close; on the error path the GPU copy of the newest snapshot goes to the next restore (``hand_over``)."""
         if collective and self.pg is not None and dist.is_initialized():
             self.wait()
             dist.destroy_process_group(self.pg)

@@ -13,14 +13,8 @@ The staging buffer holds as much of the snapshot as the GPU has room for at the 
 all of it for a 1B model on an 80 GB card, none where the model fills the card, when every byte goes device-to-host
 from the live tensors and the optimizer step waits for the copy (it overlaps the next forward and backward).
 
-Restore (:meth:`verify`, then :meth:`scatter`): the host buffer goes to the GPU in one pinned copy and is
-fingerprinted there, then spread over the live tensors device-to-device; without room on the GPU, the fingerprint is
-taken on the CPU and the tensors are copied from host memory one by one.
-
-Across an in-process restart the staging buffer itself is the fastest copy: a tier closed on the error path hands its
-copier over (:meth:`SnapshotCopier.hand_over`), and when its staging buffer holds the snapshot the restore wants (the
-same fingerprint, taken again on the GPU) the restore skips the host-to-device copy (0.29 s for the 1B model's 11.7
-GB on an H100). Any other restore, and the new tier's first :meth:`~SnapshotCopier.prepare`, lets it go.
+The restore's copies, and the hand-over of the staging buffer across an in-process restart, are
+:mod:`training.checkpoint.restore_copy`'s.
 
 Without CUDA every copy is a plain memory copy on the calling thread, and the fingerprint is the CPU's (said once in
 the tier's start-up line).
@@ -34,10 +28,8 @@ from typing import Any
 import torch
 
 from training.checkpoint.fingerprint import digest, fingerprint, fingerprint_parts
-from training.checkpoint.snapshot import ALIGN, Layout, Split, copy_in, copy_out, view_of
-
-#: Share of the GPU's memory left free at the step's peak when sizing the staging buffer (fragmentation, NCCL).
-GPU_MARGIN = 0.06
+from training.checkpoint.restore_copy import GPU_MARGIN, RestoreCopies, let_go_handed_over
+from training.checkpoint.snapshot import ALIGN, Layout, Split, copy_in, view_of
 
 
 def staging_room(nbytes: int) -> int:
@@ -71,41 +63,15 @@ class PendingCopy:
         return fingerprint(host[:nbytes])
 
 
-#: The copier of a tier closed on the error path, whose staging buffer may hold the snapshot the next restore loads.
-_handed_over: SnapshotCopier | None = None
-
-
-def _take_handed_over() -> SnapshotCopier | None:
-    """The copier handed over by the failed iteration's tier, if any; it is no longer kept here."""
-    global _handed_over
-    copier, _handed_over = _handed_over, None
-    return copier
-
-
-def let_go_handed_over() -> None:
-    """A restore is over: the failed iteration's staging buffer, if nothing took it, goes back to the allocator."""
-    _take_handed_over()
-
-
-class SnapshotCopier:
-    """The copies of one memory tier (see the module docstring). ``prepare`` once the step's peak is known."""
+class SnapshotCopier(RestoreCopies):
+    """The copies of one memory tier (see the module docstring). ``prepare`` once the step's peak is known; the
+    restore's copies are :class:`~training.checkpoint.restore_copy.RestoreCopies`'."""
 
     def __init__(self) -> None:
-        self.cuda = torch.cuda.is_available()
+        super().__init__()
         self._stream = torch.cuda.Stream() if self.cuda else None
-        self._staging: torch.Tensor | None = None
         self._reads_done: Any = None
         self._parts_host = torch.empty(2, dtype=torch.int64, pin_memory=True) if self.cuda else None
-        self._restoring: torch.Tensor | None = None  # a verified snapshot on the GPU, for :meth:`scatter`
-        #: The fingerprint of the snapshot the staging buffer holds whole (:meth:`holds`), None while one is copied.
-        self.holding: str | None = None
-        #: Where the last verified restore read its bytes: "gpu" (a failed iteration's staging buffer), "host" (one
-        #: pinned copy to the GPU), "cpu" (no room on the GPU, or no CUDA).
-        self.restored_from: str | None = None
-
-    @property
-    def staged(self) -> int:
-        return 0 if self._staging is None else self._staging.numel()
 
     def prepare(self, nbytes: int) -> str:
         """Size the staging buffer for snapshots of ``nbytes`` (once, after the first step); a line saying how
@@ -165,61 +131,3 @@ class SnapshotCopier:
         if self._reads_done is not None:
             torch.cuda.current_stream().wait_event(self._reads_done)
             self._reads_done = None
-
-    def holds(self, fingerprint: str, pending: PendingCopy) -> None:
-        """The snapshot of ``pending`` is copied and has ``fingerprint``: when it was staged whole, the staging
-        buffer holds it (until the next :meth:`save`)."""
-        if pending.parts_host is not None:  # staged whole and fingerprinted on the GPU
-            self.holding = fingerprint
-
-    def hand_over(self) -> None:
-        """The tier closes on the error path: keep this copier for the next restore in this process (see the module
-        docstring). Only a staging buffer that holds a whole snapshot is kept."""
-        global _handed_over
-        _handed_over = self if self._staging is not None and self.holding is not None else None
-
-    # ------------------------------------------------------------------ restore
-    def verify(self, host: torch.Tensor, nbytes: int, expected: str | None) -> bool:
-        """Whether ``host[:nbytes]`` has the fingerprint ``expected``. On CUDA the bytes are fingerprinted on the GPU
-        and stay there for :meth:`scatter`: a failed iteration's staging buffer that holds them, else one copy from
-        ``host`` (with the room; else the CPU fingerprints ``host``)."""
-        self._restoring = None
-        previous = _take_handed_over()
-        if expected is None:
-            return False
-        if previous is not None and previous.holding == expected and previous.staged >= nbytes:
-            gpu = previous._staging
-            assert gpu is not None
-            if digest(fingerprint_parts(gpu[:nbytes])) == expected:
-                self._restoring, self.restored_from = gpu, "gpu"
-                return True
-            print("[checkpoint] the failed iteration's GPU copy of the snapshot changed: reading host memory")
-        del previous  # its staging buffer goes back to the allocator before the room is judged
-        if self.cuda and (self.staged >= nbytes or _free_for(nbytes)):
-            gpu = self._staging if self.staged >= nbytes else torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-            assert gpu is not None
-            gpu[:nbytes].copy_(host[:nbytes], non_blocking=True)
-            self._restoring, self.restored_from = gpu, "host"
-            return digest(fingerprint_parts(gpu[:nbytes])) == expected
-        self.restored_from = "cpu"
-        return fingerprint(host[:nbytes]) == expected
-
-    def scatter(self, host: torch.Tensor, layout: Layout, parts: Split) -> None:
-        """Copy the verified snapshot into the live tensors of ``parts`` (from the GPU when :meth:`verify` left it
-        there; a buffer allocated for that is given back)."""
-        gpu, self._restoring = self._restoring, None
-        if gpu is None:
-            copy_out(host, layout, parts)
-            return
-        pairs = [(t, view_of(gpu, e)) for e, t in zip(layout.entries, parts.local, strict=True) if e.nbytes]
-        with torch.no_grad():
-            torch._foreach_copy_([t for t, _ in pairs], [s for _, s in pairs])
-        if gpu.is_cuda:
-            torch.cuda.current_stream().synchronize()
-
-
-def _free_for(nbytes: int) -> bool:
-    """Whether the GPU has ``nbytes`` free right now (a restore, before the first step: used, then given back)."""
-    free, _ = torch.cuda.mem_get_info()
-    cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
-    return free + cached >= nbytes * (1 + GPU_MARGIN)

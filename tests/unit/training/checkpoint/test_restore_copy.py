@@ -1,4 +1,4 @@
-"""The restore's use of a failed iteration's staging buffer (``training.checkpoint.snapshot_copy``), with known bytes.
+"""The restore's use of a failed iteration's staging buffer (``training.checkpoint.restore_copy``), with known bytes.
 
 On this CPU machine the "GPU" staging buffer is a CPU tensor set by hand: the hand-over logic is device-independent.
 """
@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from training.checkpoint.fingerprint import fingerprint
+from training.checkpoint.restore_copy import let_go_handed_over
 from training.checkpoint.snapshot import copy_in, layout_of, split
-from training.checkpoint.snapshot_copy import PendingCopy, SnapshotCopier, let_go_handed_over
+from training.checkpoint.snapshot_copy import SnapshotCopier
 
 
 def _state(w: list[float]) -> dict:
@@ -33,7 +34,7 @@ def _failed_copier(staging: torch.Tensor, holding: str | None) -> SnapshotCopier
     old = SnapshotCopier()
     old._staging = staging
     if holding is not None:  # its save finished: staged whole and fingerprinted on the "GPU"
-        old.holds(holding, PendingCopy(None, torch.zeros(2, dtype=torch.int64)))
+        old.holds(holding, staged_whole=True)
     return old
 
 
@@ -63,7 +64,7 @@ def test_a_staging_buffer_that_changed_since_is_not_used(snapshot: tuple, capsys
 def test_only_a_buffer_holding_a_whole_snapshot_is_handed_over(snapshot: tuple) -> None:
     layout, buf, fp = snapshot
     old = _failed_copier(torch.zeros_like(buf), None)  # a save in flight: what the buffer holds is unknown
-    old.holds(fp, PendingCopy(None, None))  # a snapshot not staged whole leaves the buffer unclaimed
+    old.holds(fp, staged_whole=False)  # a snapshot not staged whole leaves the buffer unclaimed
     old.hand_over()
     new = SnapshotCopier()
     assert new.verify(buf, layout.nbytes, fp) is True and new.restored_from == "cpu"
