@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from training.checkpoint.fingerprint import fingerprint
-from training.checkpoint.restore_copy import let_go_handed_over
+from training.checkpoint.restore_copy import copy_from_pageable, let_go_handed_over
 from training.checkpoint.snapshot import copy_in, layout_of, split
 from training.checkpoint.snapshot_copy import SnapshotCopier
 
@@ -86,3 +86,12 @@ def test_a_handed_over_buffer_is_let_go_by_the_next_restore_or_prepare(snapshot:
     _failed_copier(buf.clone(), fp).hand_over()
     new.prepare(layout.nbytes)
     assert new.verify(torch.zeros_like(buf), layout.nbytes, fp) is False
+
+
+@pytest.mark.parametrize(("nbytes", "chunk", "threads"), [(10_007, 1_000, 3), (4_096, 4_096, 8), (5, 64, 2), (0, 8, 2)])
+def test_a_copy_through_the_bounce_buffers_is_exact(nbytes: int, chunk: int, threads: int) -> None:
+    src = torch.randint(0, 256, (nbytes + 3,), dtype=torch.uint8, generator=torch.Generator().manual_seed(7))
+    dst = torch.zeros(nbytes + 3, dtype=torch.uint8)
+    copy_from_pageable(dst, src, nbytes, chunk=chunk, threads=threads)
+    assert torch.equal(dst[:nbytes], src[:nbytes])
+    assert dst[nbytes:].tolist() == [0, 0, 0]  # nothing past nbytes
