@@ -9,6 +9,10 @@ All NVRx version differences (the GPU image runs 0.7.0, CPU machines 0.4.1) are 
   (:func:`fix_initial_ranks`);
 - a restart NVRx already raised can be lost before the wrapped function fails (:func:`await_pending_restart`).
 
+NVRx's own abort (``AbortTorchDistributed``) runs on a thread of its own (``BackgroundAbort``): NCCL's abort takes
+about a second, and the restart's work that needs no process group goes on meanwhile
+(:mod:`training.parallel.background_abort`).
+
 CPU/gloo pitfalls handled by the caller (``training.train``): torch.distributed must not be
 initialised before the wrapped call (the wrapped function initialises it on every entry); the Wrapper's
 TCPStore must not use MASTER_PORT (:func:`store_port`); gloo collectives cannot be aborted, so the gloo
