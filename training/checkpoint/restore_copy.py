@@ -72,10 +72,11 @@ class RestoreCopies:
             self.holding = fingerprint
 
     def hand_over(self) -> None:
-        """The tier closes on the error path: keep this copier for the next restore in this process (see the module
-        docstring). Only a staging buffer that holds a whole snapshot is kept."""
+        """The tier closes on the error path: keep this copier, if it has a staging buffer, for the next restore in
+        this process (see the module docstring). What the buffer holds is judged then: the snapshot in flight at the
+        fault may claim it only after this (:meth:`holds`, on the tier's thread, which the restore waits for)."""
         global _handed_over
-        _handed_over = self if self._staging is not None and self.holding is not None else None
+        _handed_over = self if self._staging is not None else None
 
     def verify(self, host: torch.Tensor, nbytes: int, expected: str | None) -> bool:
         """Whether ``host[:nbytes]`` has the fingerprint ``expected``. On CUDA the bytes are fingerprinted on the GPU

@@ -61,11 +61,20 @@ def test_a_staging_buffer_that_changed_since_is_not_used(snapshot: tuple, capsys
     assert "GPU copy of the snapshot changed" in capsys.readouterr().out
 
 
-def test_only_a_buffer_holding_a_whole_snapshot_is_handed_over(snapshot: tuple) -> None:
+def test_the_snapshot_in_flight_at_the_fault_claims_the_buffer_after_the_hand_over(snapshot: tuple) -> None:
     layout, buf, fp = snapshot
-    old = _failed_copier(torch.zeros_like(buf), None)  # a save in flight: what the buffer holds is unknown
-    old.holds(fp, staged_whole=False)  # a snapshot not staged whole leaves the buffer unclaimed
+    old = _failed_copier(buf.clone(), None)  # the save of the newest snapshot was still draining at the fault
     old.hand_over()
+    old.holds(fp, staged_whole=True)  # the tier's thread finishes it; the restore waits for that thread
+    new = SnapshotCopier()
+    assert new.verify(torch.zeros_like(buf), layout.nbytes, fp) is True and new.restored_from == "gpu"
+
+
+def test_a_buffer_no_whole_snapshot_claimed_is_not_used(snapshot: tuple) -> None:
+    layout, buf, fp = snapshot
+    old = _failed_copier(buf.clone(), None)
+    old.hand_over()
+    old.holds(fp, staged_whole=False)  # a snapshot not staged whole leaves the buffer unclaimed
     new = SnapshotCopier()
     assert new.verify(buf, layout.nbytes, fp) is True and new.restored_from == "cpu"
 
