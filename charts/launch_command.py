@@ -69,7 +69,8 @@ STOP_GRACE_S = 45
 #: ... and after its rendezvous host was replaced: the launcher is then blocked on the dead host in a C++ store call
 #: that does not see SIGTERM (seen ignoring it for the whole grace on the local cluster), so a short one.
 HOST_MOVED_GRACE_S = 1
-#: First NVRx release whose ft_launcher has ``--ft-no-restart-exit-code``.
+#: First NVRx release whose ft_launcher has ``--ft-no-restart-exit-code`` (and ``--ft-gpu-memory-poll-interval``, as
+#: far as this project has checked: docs/reference/ft_launcher-0.7.0-help.txt).
 _NO_RESTART_FLAG_SINCE = (0, 7, 0)
 _SHELL_REF = re.compile(r"\$\{[A-Z_][A-Z0-9_]*\}")
 
@@ -150,6 +151,8 @@ def launcher_args(cfg: ProjectConfig, mode: RecoveryMode, topology: Topology, *,
         # that verdict comes from NVRx's progress tracker, which is active only with --ft-checkpoint-iteration-file
         # (not passed), so today the flag only keeps the code consistent should the tracker be switched on.
         args += ["--ft-no-restart-exit-code", str(ft.unrecoverable_exit_code)]
+        # The GPU-memory wait between a failed worker group and the next rendezvous (new in the same release).
+        args += ["--ft-gpu-memory-poll-interval", _seconds(ft.gpu_memory_poll_interval_s)]
     return args
 
 

@@ -106,6 +106,11 @@ class FtLauncherConfig(_Strict):
     max_restarts: int = Field(default=5, ge=0)
     #: Seconds between the launcher's worker-liveness checks (how fast a killed worker is noticed).
     monitor_interval_s: float = Field(default=0.5, gt=0)
+    #: NVRx 0.7.0 and later: after stopping a failed worker group, ft_launcher waits until every GPU's memory is
+    #: freed before the next rendezvous, checking at this interval (NVRx's default is 2 s). On the 1B run on one H100
+    #: stopping the workers and that wait took 3.0 and 4.3 s of a SIGKILL's recovery, with the memory samples 2 s
+    #: apart (docs/benchmarks.md). Earlier releases have no such wait and ignore the setting.
+    gpu_memory_poll_interval_s: float = Field(default=0.1, gt=0)
     #: Let NVRx compute heartbeat/section timeouts from observed times (at checkpoints); they are then
     #: stored in the checkpoint. Off = the configured values above are used as they are.
     calculate_timeouts: bool = False

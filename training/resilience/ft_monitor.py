@@ -240,6 +240,7 @@ def ft_launcher_yaml(ft: Any) -> str:
         "rank_heartbeat_timeout": ft.rank_heartbeat_timeout_s,
         "rank_section_timeouts": dict(ft.section_timeouts_s),
         "rank_out_of_section_timeout": ft.rank_out_of_section_timeout_s,
+        "gpu_memory_poll_interval": ft.gpu_memory_poll_interval_s,  # 0.7.0 and later; 0.4.1 ignores the key
     }
     return yaml.safe_dump({"fault_tolerance": section}, sort_keys=True)
 

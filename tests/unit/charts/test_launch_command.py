@@ -95,9 +95,10 @@ def test_nvrx_07_flags_and_no_removed_flags(cfg):
     argv = lc.launch_argv(cfg, RecoveryMode.INPROCESS_FT, Topology.from_config(cfg))
     i = argv.index("--ft-no-restart-exit-code")
     assert argv[i + 1] == str(cfg.ft.unrecoverable_exit_code)
+    assert argv[argv.index("--ft-gpu-memory-poll-interval") + 1] == "0.1"  # NVRx's own default is 2 s
     assert not any("restart-policy" in a or "min-healthy" in a for a in argv)
     old = lc.launch_argv(make_cfg(image={"nvrx_version": "0.6.0"}), RecoveryMode.FT_LAUNCHER, Topology.from_config(cfg))
-    assert "--ft-no-restart-exit-code" not in old
+    assert "--ft-no-restart-exit-code" not in old and "--ft-gpu-memory-poll-interval" not in old
 
 
 def test_section_timeouts_round_trip_through_nvrx_parser():

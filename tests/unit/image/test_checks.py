@@ -43,12 +43,13 @@ def test_flags_of_the_real_torchrun_are_accepted() -> None:
 
 
 def test_the_installed_nvrx_041_ft_launcher_lacks_the_070_flag() -> None:
-    """What the image check is for: NVRx 0.4.1 (this .venv) has no --ft-no-restart-exit-code; 0.7.0 has."""
+    """What the image check is for: NVRx 0.4.1 (this .venv) has neither --ft-no-restart-exit-code nor
+    --ft-gpu-memory-poll-interval; 0.7.0 has both."""
     flags = checks.read_flags(FLAGS_FILE)["ft_launcher"]
-    assert "--ft-no-restart-exit-code" in flags
+    assert {"--ft-no-restart-exit-code", "--ft-gpu-memory-poll-interval"} <= set(flags)
     (result,) = checks.launcher_flag_checks({"ft_launcher": flags}, launcher_help)
     assert not result.ok
-    assert result.detail == "ft_launcher --help lacks --ft-no-restart-exit-code"
+    assert result.detail == "ft_launcher --help lacks --ft-gpu-memory-poll-interval, --ft-no-restart-exit-code"
 
 
 def test_nvrx_070_ft_launcher_accepts_every_generated_flag() -> None:
@@ -59,7 +60,7 @@ def test_nvrx_070_ft_launcher_accepts_every_generated_flag() -> None:
     assert text.startswith("usage: ft_launcher [-h] [--nnodes NNODES]")
     flags = checks.read_flags(FLAGS_FILE)["ft_launcher"]
     (result,) = checks.launcher_flag_checks({"ft_launcher": flags}, lambda launcher: text)
-    assert result == checks.Result("flags:ft_launcher", True, "14 flags accepted")
+    assert result == checks.Result("flags:ft_launcher", True, "15 flags accepted")
     assert checks.flag_in_help("--ft-no-restart-exit-code", text)
     assert not checks.flag_in_help("--ft-no-such-flag", text)
 

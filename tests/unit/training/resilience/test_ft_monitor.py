@@ -33,6 +33,7 @@ def test_yaml_is_read_by_nvrx(tmp_path: Path) -> None:
     assert parsed.rank_heartbeat_timeout == ft.rank_heartbeat_timeout_s
     assert parsed.initial_rank_heartbeat_timeout == ft.initial_rank_heartbeat_timeout_s
     assert dict(parsed.rank_section_timeouts) == ft.section_timeouts_s
+    assert "gpu_memory_poll_interval: 0.1\n" in path.read_text()  # read by NVRx 0.7.0; 0.4.1 ignores the key
     args = ft_launcher_args(ft, str(path), nproc=2, port=29999)
     assert f"--max-restarts={ft.max_restarts}" in args and "--rdzv-endpoint=127.0.0.1:29999" in args
 
