@@ -169,6 +169,10 @@ def _lost_after_launch(run_dir: Path, report: dict[str, Any]) -> float:
 def test_checkpoints_and_advice(runs) -> None:
     _, report, _ = runs["injected"]
     ck = report["checkpoint"]
-    assert ck["committed_steps"][:4] == [5, 10, 15, 20] and ck["committed_steps"][-1] == STEPS
+    # the saves before the kill commit; step 20's async write may still be running when rank 1 dies at step 23 (then
+    # it is lost, and the restore finds step 20 in the memory tier); every save after the restart commits
+    committed = ck["committed_steps"]
+    assert committed[:3] == [5, 10, 15]
+    assert set(range(25, STEPS + 1, 5)) <= set(committed) <= set(range(5, STEPS + 1, 5))
     assert ck["stall_s_mean"] > 0 and ck["write_s_mean"] > 0 and ck["backpressure_s"] >= 0
     assert report["advice"]["mtbf_source"].startswith("observability.node_mtbf_hours")
