@@ -5,8 +5,8 @@ Restore (:meth:`RestoreCopies.verify`, then :meth:`RestoreCopies.scatter`): the 
 fingerprinted there, then spread over the live tensors device-to-device; without room on the GPU, the fingerprint is
 taken on the CPU and the tensors are copied from host memory one by one. A page-locked host buffer (this process's own
 slot) goes in one copy; a pageable one (a slot of an earlier process, after ft_launcher's restart) through two
-page-locked bounce buffers that threads fill while the GPU reads the other (:func:`copy_from_pageable`): CUDA's own
-copy from pageable memory ran at 4-7.5 GB/s for the 1B model's 11.7 GB on an H100.
+page-locked bounce buffers that threads fill while the GPU reads the other (:func:`copy_from_pageable`): 8-9 GB/s
+for the 1B model's 11.7 GB on an H100, where CUDA's own copy from pageable memory ran at 4-7.5 GB/s.
 
 Across an in-process restart the save's GPU staging buffer (:mod:`training.checkpoint.snapshot_copy`) is the fastest
 copy: a tier closed on the error path hands its copier over (:meth:`RestoreCopies.hand_over`), and when that staging

@@ -1,12 +1,11 @@
 """The abort of a failed iteration's process groups, on a thread of its own, so the restart does not wait for it idly.
 
 NCCL's abort of a communicator takes about a second whatever it aborts (0.99 s on one H100 for a one-rank group, in
-every NCCL/torch setting tried: ``benchmarks/nccl_abort.py``): it joins NCCL's proxy threads, which notice the abort
-only at their next poll. NVRx runs it on its monitor thread before it raises the restart in the training thread, so
-every in-process restart paid it before any of its own work. Here the monitor thread only starts it
-(:func:`abort_in_background`), and the restart does what needs no process group meanwhile (NVRx's finalize, health
-checks and garbage collection); the next iteration waits for it (:func:`await_abort`) just before it creates its own
-group, because torch has one default group per process.
+every NCCL/torch setting tried: ``benchmarks/nccl_abort.py``). NVRx runs it on its monitor thread before it raises
+the restart in the training thread, so every in-process restart paid it before any of its own work. Here the
+monitor thread only starts it (:func:`abort_in_background`), and the restart does what needs no process group
+meanwhile (NVRx's finalize, health checks and garbage collection); the next iteration waits for it
+(:func:`await_abort`) just before it creates its own group, because torch has one default group per process.
 """
 
 from __future__ import annotations
