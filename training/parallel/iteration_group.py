@@ -47,10 +47,6 @@ class IterationGroups:
         thread of its own: :mod:`.background_abort`); a group an earlier iteration left alive is aborted first.
         Returns the seconds spent waiting for that abort."""
         timeout_s = distributed.collective_timeout_s(self.inprocess)
-        waited = background_abort.await_abort(self.inprocess.barrier_timeout_s)
-        if iteration > 0 and dist.is_initialized():  # NVRx's abort normally destroyed it; never reuse a broken one
-            print(f"[train] rank {rank}: process group of iteration {iteration - 1} still alive; aborting it")
-            distributed.abort_process_group()
         if self._store is None:
             self._store = dist.TCPStore(
                 os.environ["MASTER_ADDR"],
@@ -63,5 +59,10 @@ class IterationGroups:
             )
         store = dist.PrefixStore(store_prefix(iteration), self._store)
         distributed.store_barrier(store, world_size, self.inprocess.barrier_timeout_s)
+        # The store is no process group: waiting for the peers above overlaps the failed iteration's abort.
+        waited = background_abort.await_abort(self.inprocess.barrier_timeout_s)
+        if iteration > 0 and dist.is_initialized():  # NVRx's abort normally destroyed it; never reuse a broken one
+            print(f"[train] rank {rank}: process group of iteration {iteration - 1} still alive; aborting it")
+            distributed.abort_process_group()
         distributed.init_process_group(timeout_s=timeout_s, store=store, rank=rank, world_size=world_size)
         return waited
