@@ -8,11 +8,16 @@ NCCL/torch switch that might shorten it is tried on its own.
 Usage::
 
     python -m benchmarks.nccl_abort --trials 3 --env "" --env NCCL_RAS_ENABLE=0
+    python -m benchmarks.nccl_abort --trials 3 --detach
 
 Prints one line per trial: set-up, the backends' abort, the destroy. With ``--overlap-gib G`` each trial instead
 runs NVRx's whole abort (backends, then destroy) on a thread of its own while the main thread copies ``G`` GiB from
 pinned host memory to the GPU (a memory-tier restore), then re-creates the group and all-reduces on it: what a
-restart gains by not waiting for the abort before its own work.
+restart gains by not waiting for the abort before its own work. With ``--detach`` each trial takes the groups out of
+torch's registry (``training.parallel.detached_groups``, what ``inprocess.abort: detached`` does on a fault), aborts
+them on a thread and meanwhile creates the next default group and all-reduces on it; then times the same new group
+with no abort beside it: whether NCCL lets a new communicator start while an old one is being aborted, and at what
+cost.
 """
 
 from __future__ import annotations
@@ -24,15 +29,17 @@ import sys
 import time
 
 
-def _group_in_use() -> object:
+def _group_in_use(store: object = None) -> object:
     """A one-rank NCCL default group after 5 all-reduces, and a gloo group beside it (as the trainer has); the
-    all-reduced tensor."""
+    all-reduced tensor. On ``store`` (a prefix of its own per group, as the trainer's iterations) when given, else
+    ``env://``."""
     import torch
     import torch.distributed as dist
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29911")
-    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
+    kwargs = {"store": store} if store is not None else {}
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"), **kwargs)
     x = torch.ones(1 << 20, device="cuda")
     for _ in range(5):
         dist.all_reduce(x)
@@ -102,15 +109,69 @@ def overlap_lines(trials: int, gib: float) -> list[str]:
     return lines
 
 
+def detach_lines(trials: int) -> list[str]:
+    """``trials`` cycles of: detach the groups, abort them on a thread, meanwhile a new group and an all-reduce; then
+    the same new group alone."""
+    import threading
+
+    import torch
+    import torch.distributed as dist
+
+    from training.parallel import detached_groups
+
+    base = dist.TCPStore("127.0.0.1", 29912, 1, is_master=True, wait_for_workers=False)
+    names = iter(range(1 << 30))
+
+    def store() -> dist.PrefixStore:
+        """A prefix of its own for each group: the detached group's keys are still in the store."""
+        return dist.PrefixStore(f"group{next(names)}", base)
+
+    def new_group(x: torch.Tensor) -> float:
+        t0 = time.perf_counter()
+        dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"), store=store())
+        dist.all_reduce(x)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    lines = []
+    for k in range(trials):
+        x = _group_in_use(store())
+        done: dict[str, float] = {}
+        t0 = time.perf_counter()
+        detached = detached_groups.detach()
+        t_detach = time.perf_counter() - t0
+
+        def abort(detached: detached_groups.Detached = detached, done: dict[str, float] = done) -> None:
+            detached_groups.abort(detached)
+            done["abort"] = time.perf_counter()
+
+        th = threading.Thread(target=abort, daemon=True)
+        th.start()
+        beside = new_group(x)
+        th.join()
+        dist.destroy_process_group()
+        alone = new_group(x)
+        dist.destroy_process_group()
+        lines.append(
+            f"trial {k}: detach {t_detach * 1e3:.2f} ms; new group + all-reduce beside the abort {beside:.3f} s, alone "
+            f"{alone:.3f} s; abort done at {done['abort'] - t0:.3f} s"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--env", action="append", default=None, help='"NAME=VALUE ..." for one child process (repeat)')
     p.add_argument("--overlap-gib", type=float, default=0.0, help="copy this much host-to-device beside the abort")
+    p.add_argument("--detach", action="store_true", help="detach the groups, abort them beside a new group")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
-        lines = overlap_lines(a.trials, a.overlap_gib) if a.overlap_gib else trial_lines(a.trials)
+        if a.detach:
+            lines = detach_lines(a.trials)
+        else:
+            lines = overlap_lines(a.trials, a.overlap_gib) if a.overlap_gib else trial_lines(a.trials)
         print("\n".join(lines), flush=True)
         return 0
     import torch
@@ -123,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {setting or 'defaults'}", flush=True)
         cmd = [sys.executable, "-m", "benchmarks.nccl_abort", "--child", "--trials", str(a.trials)]
         cmd += ["--overlap-gib", str(a.overlap_gib)] if a.overlap_gib else []
+        cmd += ["--detach"] if a.detach else []
         subprocess.run(cmd, env=env, check=False, timeout=120)
     return 0
 

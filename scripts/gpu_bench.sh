@@ -5,8 +5,9 @@
 # reproduction), the start-up phases (launch -> first step), and the trainer's GPU memory across in-process restarts
 # with a busy checkpoint writer (`restarts`), and the 1B model with the project's defaults (`scale`: the checkpoint
 # benchmark with a save every 100 steps and the memory tier's auto interval, then a 400-step run with an exception, a
-# hang and a SIGKILL; SCALE_PARTS=bench,run and SCALE_VARIANTS=none,async,async+mem choose what runs, so the parts can
-# go in separate calls of a time-limited machine). Every benchmark uses one worker per GPU.
+# hang and a SIGKILL, after a probe of the detached abort (a new NCCL group beside the old one's abort);
+# SCALE_PARTS=abort,bench,run and SCALE_VARIANTS=none,async,async+mem choose what runs, so the parts can go in separate
+# calls of a time-limited machine). Every benchmark uses one worker per GPU.
 #   scripts/gpu_bench.sh OUT_DIR [recovery|ckpt|ckpt300|staging|hang|startup|restarts|scale|all]
 # Then OUT_DIR/benchmarks.json is docs/benchmarks.json with this machine's entry (key $BENCH_MACHINE, default
 # h200xN) updated from what ran (benchmarks/record.py): copy it over docs/benchmarks.json.
@@ -51,7 +52,10 @@ if [[ "$what" == restarts || "$what" == all ]]; then
   cp /tmp/bench-restart-memory/results.json "$out/restart_memory.json" 2>/dev/null
 fi
 if [[ "$what" == scale || "$what" == all ]]; then
-  parts="${SCALE_PARTS:-bench,run}"
+  parts="${SCALE_PARTS:-abort,bench,run}"
+  if [[ ",$parts," == *,abort,* ]]; then
+    python3 -m benchmarks.nccl_abort --trials 3 --detach 2>&1 | tee "$out/scale-abort.txt" || rc=1
+  fi
   if [[ ",$parts," == *,bench,* ]]; then
     python3 -m benchmarks.checkpoint_staging --size 1b --seq-len 2048 --micro-batch 4 --steps 410 --interval 100 \
       --variants "${SCALE_VARIANTS:-none,async,async+mem}" --timeout 240 --out /tmp/bench-scale 2>&1 \

@@ -102,8 +102,7 @@ class Runner:
 
         restart = self._enter(call_wrapper)
         self.groups = self.groups or IterationGroups(self.cfg.inprocess)
-        waited = self.groups.init(self.events.iteration, self.rank, self.world_size)
-        self.clock.lap("process_group", abort_wait_s=round(waited, 4))
+        self.clock.lap("process_group", **self.groups.init(self.events.iteration, self.rank, self.world_size))
         hooks = self.resilience.hooks
         trainer = Trainer(
             self.cfg,

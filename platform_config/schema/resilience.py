@@ -58,6 +58,12 @@ class InprocessConfig(_Strict):
     termination_grace_s: float = Field(default=5.0, gt=0)
     #: FaultCounter: faults one rank may have before it is excluded (None = unlimited).
     max_rank_faults: int | None = Field(default=None, ge=1)
+    #: How a fault's process groups are torn down, always on a thread of its own (NCCL's abort takes about a second).
+    #: ``detached``: they are taken out of torch's registry at once and aborted beside the next iteration, which
+    #: creates its group without waiting (training.parallel.detached_groups). ``in_place``: NVRx's own
+    #: ``AbortTorchDistributed``; the next iteration waits for it before its group. A torch whose registry lacks what
+    #: ``detached`` needs gets ``in_place``, with a line saying so.
+    abort: Literal["detached", "in_place"] = "detached"
 
     @model_validator(mode="after")
     def _order(self) -> InprocessConfig:

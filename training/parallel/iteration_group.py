@@ -42,10 +42,13 @@ class IterationGroups:
         self.inprocess = inprocess
         self._store: Any = None
 
-    def init(self, iteration: int, rank: int, world_size: int) -> float:
-        """The default group of ``iteration``, once the failed iteration's groups are aborted (NVRx's abort, run on a
-        thread of its own: :mod:`.background_abort`); a group an earlier iteration left alive is aborted first.
-        Returns the seconds spent waiting for that abort."""
+    def init(self, iteration: int, rank: int, world_size: int) -> dict[str, float | bool]:
+        """The default group of ``iteration``, created once the failed iteration's groups no longer block it (with
+        ``inprocess.abort: detached`` they are out of torch's registry already and their abort goes on beside this;
+        with ``in_place`` this waits for it: :mod:`.background_abort`); a group an earlier iteration left alive is
+        aborted first. Returns what the ``process_group`` phase event records: the seconds spent waiting for the
+        abort (``abort_wait_s``) and whether an abort was still running as the group was created (``abort_running``).
+        """
         timeout_s = distributed.collective_timeout_s(self.inprocess)
         if self._store is None:
             self._store = dist.TCPStore(
@@ -64,5 +67,6 @@ class IterationGroups:
         if iteration > 0 and dist.is_initialized():  # NVRx's abort normally destroyed it; never reuse a broken one
             print(f"[train] rank {rank}: process group of iteration {iteration - 1} still alive; aborting it")
             distributed.abort_process_group()
+        running = background_abort.running()
         distributed.init_process_group(timeout_s=timeout_s, store=store, rank=rank, world_size=world_size)
-        return waited
+        return {"abort_wait_s": round(waited, 4), "abort_running": running}

@@ -9,8 +9,10 @@ All NVRx version differences (the GPU image runs 0.7.0, CPU machines 0.4.1) are 
   (:func:`fix_initial_ranks`);
 - a restart NVRx already raised can be lost before the wrapped function fails (:func:`await_pending_restart`).
 
-NVRx's own abort (``AbortTorchDistributed``) runs on a thread of its own (``BackgroundAbort``): NCCL's abort takes
-about a second, and the restart's work that needs no process group goes on meanwhile
+The abort of a fault's process groups runs on a thread of its own (``BackgroundAbort``): NCCL's abort takes about a
+second. By default (``inprocess.abort: detached``) the groups are first taken out of torch's registry, so the next
+iteration builds its own group beside the abort (:mod:`training.parallel.detached_groups`); ``in_place`` runs NVRx's
+``AbortTorchDistributed``, and only the restart's work that needs no process group goes on meanwhile
 (:mod:`training.parallel.background_abort`).
 
 CPU/gloo pitfalls handled by the caller (``training.train``): torch.distributed must not be
@@ -169,19 +171,41 @@ def _finalize_class() -> type:
 def _abort_class() -> type:
     from nvidia_resiliency_ext.inprocess.abort import Abort, AbortTorchDistributed
 
-    class BackgroundAbort(Abort):
-        """NVRx's ``AbortTorchDistributed`` (abort every group's NCCL communicators, destroy every group), started on
-        a thread of its own by NVRx's monitor thread, which then raises the restart at once; the next iteration waits
-        for it before its own group (:mod:`training.parallel.background_abort`)."""
+    from training.parallel import detached_groups
 
-        def __init__(self) -> None:
+    class BackgroundAbort(Abort):
+        """The teardown of every process group, started on a thread of its own by NVRx's monitor thread, which then
+        raises the restart at once (:mod:`training.parallel.background_abort`). ``detached``: the groups are first
+        taken out of torch's registry (:mod:`training.parallel.detached_groups`), so the next iteration need not wait
+        for the abort; ``in_place``: NVRx's ``AbortTorchDistributed``, which the next iteration waits for."""
+
+        def __init__(self, mode: str = "detached") -> None:
             self.inner = AbortTorchDistributed()
+            self.detached = mode == "detached" and _can_detach(detached_groups.missing())
 
         def __call__(self, state: Any) -> Any:
-            background_abort.abort_in_background(lambda: self.inner(state))
+            import torch.distributed as dist
+
+            if self.detached and dist.is_available() and dist.is_initialized():
+                groups = detached_groups.detach()
+                background_abort.abort_in_background(lambda: detached_groups.abort(groups), blocks_next_group=False)
+            else:
+                background_abort.abort_in_background(lambda: self.inner(state))
             return state
 
     return BackgroundAbort
+
+
+def _can_detach(lacking: Sequence[str]) -> bool:
+    """Whether this torch has what :mod:`training.parallel.detached_groups` needs (``lacking`` is what it has not);
+    prints why not."""
+    if lacking:
+        print(
+            f"[inprocess] inprocess.abort=detached: this torch lacks {', '.join(lacking)}; the process groups are "
+            "aborted in place (NVRx's AbortTorchDistributed), and each restart waits for NCCL's abort (about 1 s)",
+            flush=True,
+        )
+    return not lacking
 
 
 def _td(seconds: float) -> datetime.timedelta:
@@ -263,7 +287,7 @@ def build_wrapper(
     kwargs = wrapper_kwargs(
         inprocess.Wrapper,
         store_kwargs={"port": port, "timeout": _td(ip.barrier_timeout_s)},
-        abort=_abort_class()(),
+        abort=_abort_class()(ip.abort),
         initialize=_initialize_class()(tracker, ip.max_iterations, ip.restart_window_s, min_world_size),
         finalize=_finalize_class()(tracker, on_fault),
         health_check=inprocess.Compose(*checks),

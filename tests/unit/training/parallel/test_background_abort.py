@@ -55,3 +55,22 @@ def test_an_error_of_the_abort_is_printed_and_the_wait_ends(capsys: pytest.Captu
     background_abort.abort_in_background(fail)
     background_abort.await_abort(5.0)
     assert "raised RuntimeError('NCCL error: remote process exited')" in capsys.readouterr().out
+
+
+def test_an_abort_that_does_not_block_the_next_group_is_not_waited_for_and_its_error_comes_later(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    release = threading.Event()
+
+    def fail_when_released() -> None:
+        release.wait(5.0)
+        raise RuntimeError("NCCL error: ncclCommAbort failed")
+
+    background_abort.abort_in_background(fail_when_released, blocks_next_group=False)
+    assert background_abort.await_abort(5.0) == 0.0 and background_abort.running()
+    assert "raised" not in capsys.readouterr().out
+    release.set()
+    while background_abort.running():
+        time.sleep(0.01)
+    assert background_abort.await_abort(5.0) < 0.1 and not background_abort.running()
+    assert "raised RuntimeError('NCCL error: ncclCommAbort failed')" in capsys.readouterr().out

@@ -17,6 +17,7 @@ from tests.helpers.training_runs import REPO_ROOT, free_port
 from tests.helpers.training_runs import test_env as child_env
 from training.resilience.inprocess import (
     RestartTracker,
+    _can_detach,
     await_pending_restart,
     build_wrapper,
     fix_initial_ranks,
@@ -42,6 +43,39 @@ def test_store_port_must_differ_from_master_port(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("NVRX_INPROCESS_STORE_PORT", "29500")
     with pytest.raises(ValueError, match="MASTER_PORT"):
         store_port(29600)
+
+
+def test_the_groups_are_detached_and_aborted_beside_the_restart_by_default() -> None:
+    import torch.distributed as dist
+
+    from training.parallel import background_abort
+
+    ip = load_config().local.inprocess
+    assert ip.abort == "detached"
+    abort = build_wrapper(ip, port=29999, min_world_size=1, tracker=RestartTracker()).abort
+    in_place = build_wrapper(
+        ip.model_copy(update={"abort": "in_place"}), port=29999, min_world_size=1, tracker=RestartTracker()
+    ).abort
+    assert abort.detached and not in_place.detached
+    store = dist.TCPStore("127.0.0.1", free_port(), 1, is_master=True, wait_for_workers=False)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        abort(None)  # what NVRx's monitor thread calls on a fault
+        assert not dist.is_initialized()  # at once: the abort itself goes on on its own thread
+    finally:
+        background_abort.await_abort(5.0)
+        while background_abort.running():
+            time.sleep(0.01)
+
+
+def test_a_torch_without_the_registry_aborts_in_place_and_says_so(capsys: pytest.CaptureFixture) -> None:
+    assert _can_detach([]) and not capsys.readouterr().out
+    assert not _can_detach(["_world.pg_coalesce_state", "ProcessGroup.shutdown"])
+    assert capsys.readouterr().out == (
+        "[inprocess] inprocess.abort=detached: this torch lacks _world.pg_coalesce_state, ProcessGroup.shutdown; the "
+        "process groups are aborted in place (NVRx's AbortTorchDistributed), and each restart waits for NCCL's abort "
+        "(about 1 s)\n"
+    )
 
 
 def test_unknown_kwargs_are_dropped() -> None:
