@@ -192,8 +192,10 @@ def launch_argv(
 def supervised_launch(cfg: ProjectConfig, argv: list[str]) -> list[str]:
     """How the supervisor starts the launcher of :func:`launch_argv`: with the worker template
     (``job.prefork_workers``) forked from it like the workers, so that a relaunch pays no torch import (2-3 CPU-s
-    per launcher on CPU; only the template's own start pays it), else the launcher's console script."""
-    return [*PREFORK_RUN, LAUNCHER_MODULES[argv[0]], *argv[1:]] if cfg.job.prefork_workers else argv
+    per launcher on CPU; only the template's own start pays it), else run as ``python -m`` its module."""
+    if cfg.job.prefork_workers:
+        return [*PREFORK_RUN, LAUNCHER_MODULES[argv[0]], *argv[1:]]
+    return ["python", "-m", LAUNCHER_MODULES[argv[0]], *argv[1:]]
 
 
 def shell_join(argv: list[str]) -> str:

@@ -143,8 +143,7 @@ def launch(args: argparse.Namespace) -> int:
     if prefork:  # forked from the worker template too, as in a pod: a launch pays no launcher imports
         launcher = [sys.executable, "-m", "training.launch.prefork", "run", LAUNCHER_MODULES[name], *launcher[1:]]
     else:
-        bin_dir = Path(sys.executable).parent
-        launcher[0] = str(bin_dir / name) if (bin_dir / name).exists() else name
+        launcher = [sys.executable, "-m", LAUNCHER_MODULES[name], *launcher[1:]]
     t0 = time.monotonic()
     progress = Progress(run_dir, args.progress_every, steps, t0)
     progress.start()

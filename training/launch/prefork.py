@@ -61,11 +61,12 @@ SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
 #: What the template imports before it serves: what a worker imports before training (``training.train.setup``
 #: imports torch._dynamo, 1.5 s of it on CPU; building NVRx's Wrapper imports its in-process package), and the
 #: launchers (little more: the training code has imported most of theirs).
-#: The module behind each launcher's console script (NVRx 0.4.1 and 0.7.0 alike), which the template forks as
-#: ``python -m`` would: the pod's supervisor and ``training.local`` start the launcher this way too.
+#: The module of each launcher, which the template forks as ``python -m`` would: the pod's supervisor and
+#: ``training.local`` start the launcher this way, with the template or without. torchrun's is its console script's;
+#: ft_launcher's runs NVRx's (0.4.1 and 0.7.0 alike) without its rendezvous's idle second (training.launch.ft_launcher).
 LAUNCHER_MODULES = {
     "torchrun": "torch.distributed.run",
-    "ft_launcher": "nvidia_resiliency_ext.fault_tolerance.launcher",
+    "ft_launcher": "training.launch.ft_launcher",
 }
 WARM_MODULES = (
     "training.train",

@@ -150,7 +150,7 @@ def test_a_sigterm_between_launches_ends_the_pod_without_a_launcher_left_running
     )
     topology = Topology.from_config(cfg)
     files = lc.NodeFiles.under(tmp_path)
-    launch = lc.shell_join(lc.launch_argv(cfg, RecoveryMode.K8S_ONLY, topology, files=files))
+    launch = lc.shell_join(lc.supervised_launch(cfg, lc.launch_argv(cfg, RecoveryMode.K8S_ONLY, topology, files=files)))
     event = lc.shell_join(lc.launch_event_argv(cfg, RecoveryMode.K8S_ONLY, topology, "torchrun"))
     script = lc.supervisor_script(cfg, RecoveryMode.K8S_ONLY, topology, files=files)
     assert launch in script and event in script
@@ -280,23 +280,23 @@ def test_supervisor_records_the_launch_event_before_the_launcher(tmp_path, cfg, 
 
 def test_warm_workers_are_a_switch_of_the_pod_command(cfg):
     """``job.prefork_workers`` (default on): the supervisor keeps a worker template per pod and each worker is its
-    stand-in, and so is the launcher; off, each worker is a cold ``python -m training.train``, the launcher its
-    console script, and no template runs."""
+    stand-in, and so is the launcher; off, each worker is a cold ``python -m training.train``, the launcher a cold
+    ``python -m`` of its module, and no template runs."""
     topology = Topology.from_config(cfg)
     on = lc.supervisor_script(cfg, RecoveryMode.INPROCESS_FT, topology)
     assert "export TRAINING_PREFORK_SOCKET=/tmp/training-prefork.sock" in on
     assert "python -m training.launch.prefork serve --socket /tmp/training-prefork.sock &" in on
     assert on.index("  start_prefork  #") < on.index("    until timeout 2 bash")  # imports overlap the host wait
     assert 'python -m training.launch.prefork run training.train "$@"' in lc.worker_script(cfg)
-    # the launchers are forked from the template too, by module (what their console scripts run)
-    assert "\n  python -m training.launch.prefork run nvidia_resiliency_ext.fault_tolerance.launcher --nnodes " in on
+    # the launchers are forked from the template too, by module (ft_launcher's: NVRx's without its idle second)
+    assert "\n  python -m training.launch.prefork run training.launch.ft_launcher --nnodes " in on
     torchrun = lc.supervisor_script(cfg, RecoveryMode.K8S_ONLY, topology)
     assert "\n  python -m training.launch.prefork run torch.distributed.run --nnodes " in torchrun
     off_cfg = make_cfg(job={"prefork_workers": False})
     off = lc.supervisor_script(off_cfg, RecoveryMode.INPROCESS_FT, Topology.from_config(off_cfg))
     assert "prefork" not in off
     assert 'python -m training.train "$@"' in lc.worker_script(off_cfg)
-    assert "\n  ft_launcher --nnodes " in off
+    assert "\n  python -m training.launch.ft_launcher --nnodes " in off
 
 
 def test_a_pod_waits_for_a_lost_rendezvous_host_until_the_lost_peer_deadline_not_the_join_timeout(tmp_path):

@@ -16,14 +16,12 @@ from charts.topology import Topology
 from platform_config import RecoveryMode
 from tests.unit.charts.conftest import IMAGE, make_cfg
 
-#: The supervisor's launcher line: ``  ft_launcher --nnodes ... --no-python bash -c '<worker>' trainer ... &``, or
-#: with the worker template ``  python -m training.launch.prefork run <the launcher's module> --nnodes ...``.
-#: The launcher a module stands for (the console scripts ``ft_launcher`` and ``torchrun`` run these modules' main).
-_BY_MODULE = {"nvidia_resiliency_ext.fault_tolerance.launcher": "ft_launcher", "torch.distributed.run": "torchrun"}
+#: The supervisor's launcher line: ``  python -m <the launcher's module> --nnodes ... --no-python bash -c '<worker>'
+#: trainer ... &``, or with the worker template ``  python -m training.launch.prefork run <the launcher's module> ...``.
+#: The launcher a module stands for.
+_BY_MODULE = {"training.launch.ft_launcher": "ft_launcher", "torch.distributed.run": "torchrun"}
 _LAUNCHER_LINE = re.compile(
-    r"^[ \t]*(ft_launcher|torchrun|python -m training\.launch\.prefork run ("
-    + "|".join(re.escape(m) for m in _BY_MODULE)
-    + ")) ",
+    r"^[ \t]*python -m (training\.launch\.prefork run )?(" + "|".join(re.escape(m) for m in _BY_MODULE) + ") ",
     re.MULTILINE,
 )
 
@@ -43,8 +41,8 @@ def manifest_launcher_flags(dist: Path) -> dict[str, set[str]]:
         lexer.whitespace_split = True
         tokens = list(iter(lexer.get_token, "&"))
         head = tokens[: tokens.index("bash")]
-        if head[:4] == ["python", "-m", "training.launch.prefork", "run"]:
-            head = [_BY_MODULE[head[4]], *head[5:]]
+        head = head[4:] if head[:4] == ["python", "-m", "training.launch.prefork", "run"] else head[2:]
+        head = [_BY_MODULE[head[0]], *head[1:]]
         launcher, *args = head
         found.setdefault(launcher, set()).update(a for a in args if a.startswith("--"))
     return found
