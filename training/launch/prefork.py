@@ -63,10 +63,11 @@ SOCKET_ENV = "TRAINING_PREFORK_SOCKET"
 #: launchers (little more: the training code has imported most of theirs).
 #: The module of each launcher, which the template forks as ``python -m`` would: the pod's supervisor and
 #: ``training.local`` start the launcher this way, with the template or without. torchrun's is its console script's;
-#: ft_launcher's runs NVRx's (0.4.1 and 0.7.0 alike) without its rendezvous's idle second (training.launch.ft_launcher).
+#: ft_launcher's runs NVRx's (0.4.1 and 0.7.0 alike) without its rendezvous's idle second
+#: (training.resilience.ft_launcher).
 LAUNCHER_MODULES = {
     "torchrun": "torch.distributed.run",
-    "ft_launcher": "training.launch.ft_launcher",
+    "ft_launcher": "training.resilience.ft_launcher",
 }
 WARM_MODULES = (
     "training.train",

@@ -289,14 +289,14 @@ def test_warm_workers_are_a_switch_of_the_pod_command(cfg):
     assert on.index("  start_prefork  #") < on.index("    until timeout 2 bash")  # imports overlap the host wait
     assert 'python -m training.launch.prefork run training.train "$@"' in lc.worker_script(cfg)
     # the launchers are forked from the template too, by module (ft_launcher's: NVRx's without its idle second)
-    assert "\n  python -m training.launch.prefork run training.launch.ft_launcher --nnodes " in on
+    assert "\n  python -m training.launch.prefork run training.resilience.ft_launcher --nnodes " in on
     torchrun = lc.supervisor_script(cfg, RecoveryMode.K8S_ONLY, topology)
     assert "\n  python -m training.launch.prefork run torch.distributed.run --nnodes " in torchrun
     off_cfg = make_cfg(job={"prefork_workers": False})
     off = lc.supervisor_script(off_cfg, RecoveryMode.INPROCESS_FT, Topology.from_config(off_cfg))
     assert "prefork" not in off
     assert 'python -m training.train "$@"' in lc.worker_script(off_cfg)
-    assert "\n  python -m training.launch.ft_launcher --nnodes " in off
+    assert "\n  python -m training.resilience.ft_launcher --nnodes " in off
 
 
 def test_a_pod_waits_for_a_lost_rendezvous_host_until_the_lost_peer_deadline_not_the_join_timeout(tmp_path):

@@ -19,7 +19,7 @@ from tests.unit.charts.conftest import IMAGE, make_cfg
 #: The supervisor's launcher line: ``  python -m <the launcher's module> --nnodes ... --no-python bash -c '<worker>'
 #: trainer ... &``, or with the worker template ``  python -m training.launch.prefork run <the launcher's module> ...``.
 #: The launcher a module stands for.
-_BY_MODULE = {"training.launch.ft_launcher": "ft_launcher", "torch.distributed.run": "torchrun"}
+_BY_MODULE = {"training.resilience.ft_launcher": "ft_launcher", "torch.distributed.run": "torchrun"}
 _LAUNCHER_LINE = re.compile(
     r"^[ \t]*python -m (training\.launch\.prefork run )?(" + "|".join(re.escape(m) for m in _BY_MODULE) + ") ",
     re.MULTILINE,

@@ -21,7 +21,7 @@ def test_the_platform_part_imports_every_public_module_of_the_platform_packages(
 
 def test_the_training_part_imports_what_a_worker_template_imports() -> None:
     names = modules("training")
-    assert {"training.train", "torch._dynamo", "training.launch.ft_launcher"} <= set(names)
+    assert {"training.train", "torch._dynamo", "training.resilience.ft_launcher"} <= set(names)
     assert "torch.distributed.checkpoint" in names and "stacks" not in names
 
 

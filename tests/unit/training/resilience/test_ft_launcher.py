@@ -1,4 +1,4 @@
-"""ft_launcher without the idle second of NVRx's barrier rendezvous (``training.launch.ft_launcher``)."""
+"""ft_launcher without the idle second of NVRx's barrier rendezvous (``training.resilience.ft_launcher``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from importlib.metadata import version
 
 import pytest
 
-from training.launch import ft_launcher
+from training.resilience import ft_launcher
 
 
 def test_an_nvrx_without_the_barrier_rendezvous_has_nothing_to_change() -> None:
