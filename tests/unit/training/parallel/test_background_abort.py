@@ -74,3 +74,21 @@ def test_an_abort_that_does_not_block_the_next_group_is_not_waited_for_and_its_e
         time.sleep(0.01)
     assert background_abort.await_abort(5.0) < 0.1 and not background_abort.running()
     assert "raised RuntimeError('NCCL error: ncclCommAbort failed')" in capsys.readouterr().out
+
+
+def test_a_process_that_ends_lets_a_running_abort_finish_first(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from tests.helpers.training_runs import REPO_ROOT
+
+    marker = tmp_path / "aborted"
+    script = (
+        "import pathlib, time\n"
+        "from training.parallel import background_abort\n"
+        f"background_abort.abort_in_background(lambda: (time.sleep(0.5), pathlib.Path({str(marker)!r}).touch()),"
+        " blocks_next_group=False)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists()
