@@ -187,10 +187,16 @@ def _abort_class() -> type:
             import torch.distributed as dist
 
             if self.detached and dist.is_available() and dist.is_initialized():
-                groups = detached_groups.detach()
-                background_abort.abort_in_background(lambda: detached_groups.abort(groups), blocks_next_group=False)
-            else:
-                background_abort.abort_in_background(lambda: self.inner(state))
+                try:
+                    groups = detached_groups.detach()
+                except Exception as exc:  # torch's registry not as expected: NVRx's own abort still ends the groups
+                    print(
+                        f"[inprocess] detaching the process groups failed ({exc!r}): aborting them in place", flush=True
+                    )
+                else:
+                    background_abort.abort_in_background(lambda: detached_groups.abort(groups), blocks_next_group=False)
+                    return state
+            background_abort.abort_in_background(lambda: self.inner(state))
             return state
 
     return BackgroundAbort

@@ -68,6 +68,32 @@ def test_the_groups_are_detached_and_aborted_beside_the_restart_by_default() -> 
             time.sleep(0.01)
 
 
+def test_a_detach_that_fails_aborts_in_place_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import torch.distributed as dist
+
+    from training.parallel import background_abort, detached_groups
+
+    def broken() -> None:
+        raise AttributeError("'_World' object has no attribute 'pg_coalesce_state'")
+
+    abort = build_wrapper(load_config().local.inprocess, port=29999, min_world_size=1, tracker=RestartTracker()).abort
+    monkeypatch.setattr(detached_groups, "detach", broken)
+    store = dist.TCPStore("127.0.0.1", free_port(), 1, is_master=True, wait_for_workers=False)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        abort(None)
+        assert background_abort.await_abort(5.0) >= 0.0 and not dist.is_initialized()  # NVRx's abort destroyed it
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    assert capsys.readouterr().out.startswith(
+        "[inprocess] detaching the process groups failed (AttributeError(\"'_World' object has no attribute "
+        "'pg_coalesce_state'\")): aborting them in place"
+    )
+
+
 def test_a_torch_without_the_registry_aborts_in_place_and_says_so(capsys: pytest.CaptureFixture) -> None:
     assert _can_detach([]) and not capsys.readouterr().out
     assert not _can_detach(["_world.pg_coalesce_state", "ProcessGroup.shutdown"])
