@@ -57,6 +57,8 @@ if [[ "$what" == scale || "$what" == all ]]; then
     python3 -m benchmarks.nccl_abort --trials 3 --detach 2>&1 | tee "$out/scale-abort.txt" || rc=1
   fi
   if [[ ",$parts," == *,bench,* ]]; then
+    # an earlier faulted run's checkpoints (35 GB) leave the bench too little disk on a 64 GB machine
+    [[ -d /tmp/scale-1b/checkpoints ]] && echo "removing /tmp/scale-1b/checkpoints" && rm -rf /tmp/scale-1b/checkpoints
     python3 -m benchmarks.checkpoint_staging --size 1b --seq-len 2048 --micro-batch 4 --steps 410 --interval 100 \
       --variants "${SCALE_VARIANTS:-none,async,async+mem}" --timeout 240 --out /tmp/bench-scale 2>&1 \
       | grep -Ev '^frame #|^Exception raised from|sendBytes failed|should dump' | tee "$out/scale-bench.txt" || rc=1

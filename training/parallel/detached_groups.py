@@ -81,9 +81,8 @@ def abort(detached: Detached) -> None:
     errors: list[BaseException] = []
     if detached.groups:
         with ThreadPoolExecutor(max_workers=len(detached.groups), thread_name_prefix="pg-abort") as pool:
-            for future in [pool.submit(_abort_nccl, group) for group in detached.groups]:
-                if future.exception() is not None:
-                    errors.append(future.exception())
+            futures = [pool.submit(_abort_nccl, group) for group in detached.groups]
+        errors += [exc for exc in (future.exception() for future in futures) if exc is not None]
     for step in [*(comm.finalize for comm in detached.comms), *(group.shutdown for group in detached.groups)]:
         try:
             step()
