@@ -26,7 +26,9 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 
 def _group_in_use(store: object = None) -> object:
@@ -46,6 +48,19 @@ def _group_in_use(store: object = None) -> object:
     dist.new_group([0], backend="gloo")
     torch.cuda.synchronize()
     return x
+
+
+def _on_thread(abort: Callable[[], object]) -> tuple[threading.Thread, dict[str, float]]:
+    """``abort`` started on a thread; the dict gets its end time under ``"abort"``."""
+    done: dict[str, float] = {}
+
+    def run() -> None:
+        abort()
+        done["abort"] = time.perf_counter()
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th, done
 
 
 def trial_lines(trials: int) -> list[str]:
@@ -68,8 +83,6 @@ def trial_lines(trials: int) -> list[str]:
 
 def overlap_lines(trials: int, gib: float) -> list[str]:
     """``trials`` cycles of: abort on a thread, ``gib`` GiB host-to-device on the main thread, join, new group."""
-    import threading
-
     import torch
     import torch.distributed as dist
     from nvidia_resiliency_ext.inprocess.abort import AbortTorchDistributed
@@ -83,15 +96,8 @@ def overlap_lines(trials: int, gib: float) -> list[str]:
     lines = []
     for k in range(trials):
         x = _group_in_use()
-        done: dict[str, float] = {}
-
-        def abort(done: dict[str, float] = done) -> None:
-            AbortTorchDistributed()(None)
-            done["abort"] = time.perf_counter()
-
         t0 = time.perf_counter()
-        th = threading.Thread(target=abort, daemon=True)
-        th.start()
+        th, done = _on_thread(lambda: AbortTorchDistributed()(None))
         dev.copy_(host, non_blocking=True)
         torch.cuda.synchronize()
         t1 = time.perf_counter()
@@ -112,8 +118,6 @@ def overlap_lines(trials: int, gib: float) -> list[str]:
 def detach_lines(trials: int) -> list[str]:
     """``trials`` cycles of: detach the groups, abort them on a thread, meanwhile a new group and an all-reduce; then
     the same new group alone."""
-    import threading
-
     import torch
     import torch.distributed as dist
 
@@ -136,17 +140,10 @@ def detach_lines(trials: int) -> list[str]:
     lines = []
     for k in range(trials):
         x = _group_in_use(store())
-        done: dict[str, float] = {}
         t0 = time.perf_counter()
         detached = detached_groups.detach()
         t_detach = time.perf_counter() - t0
-
-        def abort(detached: detached_groups.Detached = detached, done: dict[str, float] = done) -> None:
-            detached_groups.abort(detached)
-            done["abort"] = time.perf_counter()
-
-        th = threading.Thread(target=abort, daemon=True)
-        th.start()
+        th, done = _on_thread(lambda detached=detached: detached_groups.abort(detached))
         beside = new_group(x)
         th.join()
         dist.destroy_process_group()

@@ -140,10 +140,9 @@ def launch(args: argparse.Namespace) -> int:
     else:
         launcher = ["torchrun", f"--nproc-per-node={nproc}", "--max-restarts=0", f"--master-port={port}"]
     name = launcher[0]
-    if prefork:  # forked from the worker template too, as in a pod: a launch pays no launcher imports
-        launcher = [sys.executable, "-m", "training.launch.prefork", "run", LAUNCHER_MODULES[name], *launcher[1:]]
-    else:
-        launcher = [sys.executable, "-m", LAUNCHER_MODULES[name], *launcher[1:]]
+    # by module; with the template forked from it too, as in a pod: a launch pays no launcher imports
+    via = ["training.launch.prefork", "run"] if prefork else []
+    launcher = [sys.executable, "-m", *via, LAUNCHER_MODULES[name], *launcher[1:]]
     t0 = time.monotonic()
     progress = Progress(run_dir, args.progress_every, steps, t0)
     progress.start()
