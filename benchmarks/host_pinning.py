@@ -7,11 +7,12 @@ time over the phases it overlapped:
 
 - ``fallocate+register``: reserve the file's pages (``posix_fallocate``), map, then one ``cudaHostRegister`` (which
   faults the pages into the mapping itself);
-- ``project``: what the memory tier does (:mod:`training.checkpoint.hostbuf`): map, fill the page tables
-  (``MADV_POPULATE_WRITE``, 64 MiB chunks on ``--threads`` threads), then one register;
-- ``chunked``: as ``project``, registered in chunks of ``--chunk-mib`` with 5 ms between them; it also times a
-  256 MiB copy from the GPU inside one chunk and across two (whether a copy spanning two registrations runs at
-  page-locked speed).
+- ``populate+register``: map, fill the page tables (``MADV_POPULATE_WRITE``, 64 MiB chunks on ``--threads``
+  threads), then one register;
+- ``project``: what the memory tier does (:func:`training.checkpoint.pinning.pin`): populate, then register in pieces
+  of ``--piece-mib`` with ``--gap-ms`` between them. It also times a 256 MiB copy from the GPU inside one piece and
+  across two through :func:`training.checkpoint.pinning.copy` (a single copy across two registrations fails with
+  ``cudaErrorInvalidValue``).
 
 Usage::
 
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from training.checkpoint import hostbuf
+from training.checkpoint import hostbuf, pinning
 
 Window = tuple[str, float, float]  # (phase, start, end), perf_counter seconds
 
@@ -46,11 +47,11 @@ def _register(t: torch.Tensor, offset: int = 0, length: int | None = None) -> No
         raise OSError(f"cudaHostRegister failed: {err}")
 
 
-def ready_slots(way: str, directory: Path, nbytes: int, slots: int, chunk: int, threads: int) -> list[Window]:
+def ready_slots(way: str, directory: Path, nbytes: int, slots: int, threads: int) -> list[Window]:
     """Map and page-lock ``slots`` files of ``nbytes`` in ``directory`` the given way, then release them; the
     phases' windows."""
     windows: list[Window] = []
-    hostbuf.POPULATE_THREADS = threads
+    pinning.POPULATE_THREADS = threads
 
     def phase(name: str, fn: Callable[..., object], *args: object, **kwargs: object) -> object:
         t0 = time.perf_counter()
@@ -63,27 +64,29 @@ def ready_slots(way: str, directory: Path, nbytes: int, slots: int, chunk: int, 
         t = phase("map", hostbuf.buffer, directory / f"slot{k}.bin", nbytes, pin=False)
         assert isinstance(t, torch.Tensor)
         tensors.append(t)
-        if way != "fallocate+register":
-            phase("populate", hostbuf.populate, t)
-        if way == "chunked":
-            for off in range(0, nbytes, chunk):
-                phase("register", _register, t, off, min(chunk, nbytes - off))
-                time.sleep(0.005)
-        else:
-            phase("register", _register, t)
-    if way == "chunked" and nbytes > chunk:
+        if way == "project":
+            times = pinning.pin(t)
+            end = time.perf_counter()
+            windows.append(("populate", end - times.register_s - times.populate_s, end - times.register_s))
+            windows.append(("register", end - times.register_s, end))
+            continue
+        if way == "populate+register":
+            phase("populate", pinning.populate, t)
+        phase("register", _register, t)
+    if way == "project" and nbytes > 2 * pinning.PIN_PIECE:
         gpu = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-        for name, off in (("copy-inside", 0), ("copy-spanning", chunk - (128 << 20))):
+        for name, off in (("copy-inside", 0), ("copy-across", pinning.PIN_PIECE - (128 << 20))):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            tensors[0][off : off + gpu.numel()].copy_(gpu, non_blocking=True)
+            pinning.copy(tensors[0][off : off + gpu.numel()], gpu, non_blocking=True)
             torch.cuda.synchronize()
             windows.append((name, t0, time.perf_counter()))
     for t in tensors:
-        for off in range(0, nbytes, chunk) if way == "chunked" else (0,):
+        for off in range(0, nbytes, pinning.PIN_PIECE) if way == "project" else (0,):
             torch.cuda.cudart().cudaHostUnregister(t.data_ptr() + off)
     for path in [p for p in hostbuf._MAPPED if p.parent == directory]:
         hostbuf._MAPPED.pop(path)
+    pinning._PIECES.clear()
     return windows
 
 
@@ -132,14 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--gib", type=float, default=11.0, help="bytes per slot, GiB (the 1B model's state: 11)")
     p.add_argument("--slots", type=int, default=2)
-    p.add_argument("--chunk-mib", type=int, default=1024)
-    p.add_argument("--threads", type=int, default=hostbuf.POPULATE_THREADS, help="threads filling the page tables")
-    p.add_argument("--ways", default="fallocate+register,project,chunked")
+    p.add_argument("--piece-mib", type=int, default=pinning.PIN_PIECE >> 20, help="bytes one register page-locks")
+    p.add_argument("--gap-ms", type=float, default=pinning.PIN_GAP_S * 1e3, help="pause between two registers")
+    p.add_argument("--threads", type=int, default=pinning.POPULATE_THREADS, help="threads filling the page tables")
+    p.add_argument("--ways", default="fallocate+register,populate+register,project")
     p.add_argument("--dir", default="/dev/shm")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("host_pinning: no CUDA here; page-locking is what this measures, nothing to do")
         return 2
+    pinning.PIN_PIECE, pinning.PIN_GAP_S = a.piece_mib << 20, a.gap_ms / 1e3
     nbytes = int(a.gib * (1 << 30)) // mmap.PAGESIZE * mmap.PAGESIZE
     layers = [torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16) / 45 for _ in range(64)]
     x = torch.randn(1024, 2048, device="cuda", dtype=torch.bfloat16)
@@ -155,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'way':<20} {'phase':<14} {'s':>7} {'loop lost s':>11} {'longest step s':>14}")
     for way in a.ways.split(","):
         with tempfile.TemporaryDirectory(dir=a.dir) as d:
-            phases, steps = main_loop_while(
-                partial(ready_slots, way, Path(d), nbytes, a.slots, a.chunk_mib << 20, a.threads), layers, x
-            )
+            phases, steps = main_loop_while(partial(ready_slots, way, Path(d), nbytes, a.slots, a.threads), layers, x)
         lost = lost_by_phase(phases, steps, typical)
         for name in dict.fromkeys(n for n, _, _ in phases):
             took = sum(p1 - p0 for n, p0, p1 in phases if n == name)

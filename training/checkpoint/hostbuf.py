@@ -13,28 +13,25 @@ mapping of a path is made once per process (:func:`buffer`) and kept for the pro
 the first reuses it; the first mapping reserves the pages (``posix_fallocate``), so a full ``/dev/shm`` is an
 ``ENOSPC`` at allocation, not a SIGBUS in the middle of a copy.
 
-Page-locking runs while training goes on, so it must not stall the training thread. ``cudaHostRegister`` of a
-mapping whose page tables are empty faults every page in while it holds the CUDA driver's and the process' memory
-locks: 5.2 s for 2 x 11 GiB on an H100 host, with the training thread's kernel launches stalled up to 2.8 s at a
-time (``python -m benchmarks.host_pinning``). So the page tables are filled first (``MADV_POPULATE_WRITE``) by a few
-threads in chunks of :data:`POPULATE_CHUNK`, each chunk releasing the locks, and the register then only locks pages
-that are there (0.3 s per 11 GiB).
+Page-locking (:mod:`training.checkpoint.pinning`) runs while training goes on without stalling the training
+thread: the page tables are filled first, then registered in pieces, and every copy to or from a slot goes through
+:func:`training.checkpoint.pinning.copy`, which keeps each copy within one piece.
 """
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import hashlib
 import mmap
 import os
 import pickle
+import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from training.checkpoint import pinning
 
 _PROCESS_ID = uuid.uuid4().hex
 
@@ -54,60 +51,33 @@ def _new_process_id() -> None:
 os.register_at_fork(after_in_child=_new_process_id)
 #: path -> (mmap, uint8 tensor over it, bytes): the mappings of this process, made once and never closed.
 _MAPPED: dict[Path, tuple[mmap.mmap, torch.Tensor, int]] = {}
-_NOTICE: list[str] = []
 #: The mapped paths that are page-locked.
 _PINNED: set[Path] = set()
 _DIGEST_LEN = 32
-#: ``madvise`` advice filling a mapping's page tables for writing (linux/mman.h; Linux 5.14 and later).
-MADV_POPULATE_WRITE = 23
-#: Bytes one ``madvise`` call fills: the memory locks are free between chunks.
-POPULATE_CHUNK = 64 << 20
-#: Threads that fill the page tables.
-POPULATE_THREADS = 8
-_LIBC = ctypes.CDLL(None, use_errno=True)
+#: Seconds this process spent readying host buffers, by part (:func:`take_times`).
+_TIMES: dict[str, float] = {}
 
 
 def pinning_notice() -> str:
     """How the buffers are held: page-locked (CUDA) or plain shared memory (the CPU fallback, said so)."""
     if torch.cuda.is_available():
-        return "host buffers page-locked (cudaHostRegister)" + "".join(f"; {n}" for n in _NOTICE)
+        return (
+            f"host buffers page-locked (cudaHostRegister in pieces of {pinning.PIN_PIECE >> 20} MiB){pinning.notice()}"
+        )
     return "no CUDA: host buffers are plain shared memory, not page-locked (CPU fallback)"
 
 
-def _madvise(addr: int, length: int) -> int:
-    """``madvise(MADV_POPULATE_WRITE)``: 0, or the errno."""
-    rc = _LIBC.madvise(ctypes.c_void_p(addr), ctypes.c_size_t(length), ctypes.c_int(MADV_POPULATE_WRITE))
-    return 0 if rc == 0 else ctypes.get_errno()
+def take_times() -> dict[str, float]:
+    """Seconds spent readying host buffers since the last call, by part: ``reserve`` (allocating the file's pages),
+    ``populate`` (page tables), ``register`` (page-locking), and ``pieces`` registered."""
+    times = dict(_TIMES)
+    _TIMES.clear()
+    return times
 
 
-def populate(t: torch.Tensor) -> bool:
-    """Fill the page tables of the mapping under ``t`` (page-aligned) in chunks on :data:`POPULATE_THREADS`
-    threads. False, with a notice, where the kernel lacks ``MADV_POPULATE_WRITE`` (the register then faults the
-    pages in itself, stalling the training thread meanwhile). Raises OSError on any other failure."""
-    n = t.numel()
-    with ThreadPoolExecutor(POPULATE_THREADS, thread_name_prefix="memtier-populate") as pool:
-        errs = set(
-            pool.map(lambda o: _madvise(t.data_ptr() + o, min(POPULATE_CHUNK, n - o)), range(0, n, POPULATE_CHUNK))
-        )
-    errs.discard(0)
-    if errs == {errno.EINVAL}:
-        note = (
-            "MADV_POPULATE_WRITE refused (EINVAL: Linux < 5.14): the page-locking faults the pages in (stalls the loop)"
-        )
-        if note not in _NOTICE:
-            _NOTICE.append(note)
-        return False
-    if errs:
-        raise OSError(min(errs), f"madvise(MADV_POPULATE_WRITE) of {n} bytes failed: {os.strerror(min(errs))}")
-    return True
-
-
-def _pin(t: torch.Tensor) -> None:
-    if torch.cuda.is_available() and t.numel():
-        populate(t)
-        err = torch.cuda.cudart().cudaHostRegister(t.data_ptr(), t.numel(), 0)
-        if int(err) != 0:
-            raise OSError(f"cudaHostRegister of {t.numel()} bytes failed: {err}")
+def _add(**parts: float) -> None:
+    for k, v in parts.items():
+        _TIMES[k] = _TIMES.get(k, 0.0) + v
 
 
 def buffer(path: Path, nbytes: int, *, pin: bool = True) -> torch.Tensor:
@@ -128,6 +98,7 @@ def buffer(path: Path, nbytes: int, *, pin: bool = True) -> torch.Tensor:
         _PINNED.discard(path)
         path.unlink(missing_ok=True)
     size = max(nbytes, 1)
+    t0 = time.perf_counter()
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         if os.fstat(fd).st_size != size:
@@ -137,6 +108,7 @@ def buffer(path: Path, nbytes: int, *, pin: bool = True) -> torch.Tensor:
         mm = mmap.mmap(fd, size)
     finally:
         os.close(fd)
+    _add(reserve=time.perf_counter() - t0)
     t = torch.frombuffer(mm, dtype=torch.uint8)[:nbytes]
     _MAPPED[path] = (mm, t, nbytes)
     if pin:
@@ -147,7 +119,8 @@ def buffer(path: Path, nbytes: int, *, pin: bool = True) -> torch.Tensor:
 def pin_buffer(path: Path) -> None:
     """Page-lock the mapping of ``path`` (made by :func:`buffer`) on CUDA, once."""
     if path not in _PINNED and path in _MAPPED:
-        _pin(_MAPPED[path][1])
+        times = pinning.pin(_MAPPED[path][1])
+        _add(populate=times.populate_s, register=times.register_s, pieces=times.pieces)
         _PINNED.add(path)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from training.checkpoint.host_slots import HostSlots
 from training.checkpoint.hostbuf import Slot, encode_meta, pinning_notice, process_id, slots
 from training.checkpoint.memory_interval import MemorySchedule
 from training.checkpoint.memory_restore import DATA_KEY, MemoryRestore
@@ -108,8 +109,7 @@ class MemoryTier:
         self.arrive = arrive or (lambda what: None)
         self.copier = SnapshotCopier()
         self._tensor_cache: tuple[int, Split, Layout] | None = None
-        self._preparing: threading.Thread | None = None
-        self._slots_ready = False  # every rank's slots mapped (:meth:`due`)
+        self.slots = HostSlots(self.dir, rank, events, before=self.identity.keep, report=self._report)
         if rank == 0:
             where = f"copy on rank {self.dst}'s node" if self.dst is not None else "no peer copy (one node)"
             every = "auto interval" if self.schedule.auto else f"every {interval} steps"
@@ -136,12 +136,7 @@ class MemoryTier:
         """Whether to snapshot after ``step``: the schedule's steps, once every rank's slots are mapped (until then a
         due snapshot waits for a later step: page-locking an 11 GB slot takes seconds, and the loop must not wait for
         it; the ranks agree, since the peer copies are collective)."""
-        if not self.schedule.due(step):
-            return False
-        if not self._slots_ready:
-            mine = 0.0 if self._preparing is not None and not self._preparing.is_alive() else 1.0
-            self._slots_ready = _agree_max([mine])[0] == 0.0
-        return self._slots_ready
+        return self.schedule.due(step) and self.slots.ready(_agree_max)
 
     def step_done(self, step: int, step_s: float) -> None:
         """Every step on every rank: the ``auto`` interval's measurements (see :class:`MemorySchedule`)."""
@@ -188,40 +183,20 @@ class MemoryTier:
 
     # ------------------------------------------------------------------ save
     def prepare(self, state: AppState) -> None:
-        """Once per (re)start after the first optimizer step: size the copies (the GPU's staging buffer), then map and
-        page-lock both host slots on a thread of its own (seconds for 11 GB), which the first snapshot waits for:
-        no snapshot pays for an allocation."""
-        if self._preparing is not None:
+        """Once per (re)start after the first optimizer step: size the copies (the GPU's staging buffer), then ready
+        both host slots on a thread (:class:`HostSlots`), which the first snapshot waits for: no snapshot pays for an
+        allocation."""
+        if self.slots.started:
             return
         _, layout = self.tensors(state)
         how = self.copier.prepare(layout.nbytes)
-        self._preparing = threading.Thread(target=self._map_slots, args=(layout.nbytes, how), name="memtier-prepare")
-        self._preparing.start()
-        if not self.copier.cuda:  # nothing to page-lock: mapped in milliseconds, ready for the first due snapshot
-            self._preparing.join()
-
-    def _map_slots(self, nbytes: int, how: str) -> None:
-        self.identity.keep()  # before the first snapshot that carries it
-        t0 = time.perf_counter()
-        for k in (0, 1):
-            try:
-                Slot(self.dir, self.rank, k).data(nbytes)
-            except OSError as exc:
-                self._report(0, f"no host memory for the snapshots ({nbytes} bytes in {self.dir}): {exc}")
-                return
-        if self.rank == 0:
-            print(
-                f"[checkpoint] memory tier: {nbytes / (1 << 30):.2f} GiB a snapshot, {how}; host slots mapped in "
-                f"{time.perf_counter() - t0:.2f} s",
-                flush=True,
-            )
+        self.slots.start(layout.nbytes, how, wait=not self.copier.cuda)
 
     def snapshot(self, step: int, state: AppState) -> None:
         """Start copying ``state`` into this rank's slot; the fingerprint and the peer copy continue on the
         ``memtier`` thread."""
         self.prepare(state)
-        assert self._preparing is not None
-        self._preparing.join()  # done already when :meth:`due` said so
+        self.slots.join()  # done already when :meth:`due` said so
         t0 = time.perf_counter()
         self.wait()
         line = self.peers.before_snapshot(step)

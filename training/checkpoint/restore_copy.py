@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from training.checkpoint import pinning
 from training.checkpoint.fingerprint import digest, fingerprint, fingerprint_parts
 from training.checkpoint.snapshot import Layout, Split, copy_out, view_of
 
@@ -98,7 +99,7 @@ class RestoreCopies:
             gpu = self._staging if self.staged >= nbytes else torch.empty(nbytes, dtype=torch.uint8, device="cuda")
             assert gpu is not None
             if host.is_pinned():
-                gpu[:nbytes].copy_(host[:nbytes], non_blocking=True)
+                pinning.copy(gpu[:nbytes], host[:nbytes], non_blocking=True)
             else:
                 copy_from_pageable(gpu, host, nbytes)
             self._restoring, self.restored_from = gpu, "host"

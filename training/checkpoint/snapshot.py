@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch.distributed.tensor import DTensor
 
+from training.checkpoint import pinning
+
 ALIGN = 64
 
 
@@ -101,7 +103,7 @@ def copy_in(buf: torch.Tensor, layout: Layout, parts: Split, *, non_blocking: bo
     """Copy the tensors of ``parts`` into ``buf`` (on CUDA: asynchronously on the current stream)."""
     for e, t in zip(layout.entries, parts.local, strict=True):
         if e.nbytes:
-            view_of(buf, e).copy_(t.detach(), non_blocking=non_blocking)
+            pinning.copy(view_of(buf, e), t.detach(), non_blocking=non_blocking)
 
 
 def copy_out(buf: torch.Tensor, layout: Layout, parts: Split) -> None:
@@ -109,7 +111,7 @@ def copy_out(buf: torch.Tensor, layout: Layout, parts: Split) -> None:
     for e, t in zip(layout.entries, parts.local, strict=True):
         if e.nbytes:
             with torch.no_grad():
-                t.copy_(view_of(buf, e))
+                pinning.copy(t, view_of(buf, e))
 
 
 def rebuild(skeleton: Any, objects: list[Any]) -> Any:

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from training.checkpoint import pinning
 from training.checkpoint.fingerprint import digest, fingerprint, fingerprint_parts
 from training.checkpoint.restore_copy import GPU_MARGIN, RestoreCopies, let_go_handed_over
 from training.checkpoint.snapshot import ALIGN, Layout, Split, copy_in, view_of
@@ -108,14 +109,14 @@ class SnapshotCopier(RestoreCopies):
                 assert self._staging is not None
                 torch._foreach_copy_([view_of(self._staging, e) for e, _ in staged], [t.detach() for _, t in staged])
             for e, t in direct:
-                view_of(host, e).copy_(t.detach(), non_blocking=True)
+                pinning.copy(view_of(host, e), t.detach(), non_blocking=True)
             self._reads_done = torch.cuda.Event()
             self._reads_done.record(self._stream)
             if staged:
                 end = max(e.offset + e.nbytes for e, _ in staged)
                 end = -(-end // ALIGN) * ALIGN if whole else end
                 assert self._staging is not None
-                host[:end].copy_(self._staging[:end], non_blocking=True)
+                pinning.copy(host[:end], self._staging[:end], non_blocking=True)
             parts_host = None
             if whole and self._parts_host is not None and self._staging is not None:
                 total, weighted = fingerprint_parts(self._staging[: layout.nbytes])

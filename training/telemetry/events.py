@@ -50,6 +50,8 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "fault_injected": ("kind", "step", "fault_rank"),
     "restart_begin": ("cause", "layer"),  # detection of a fault by a restart layer
     "restart_end": ("layer",),  # the layer finished restarting; training resumes
+    # the memory tier readied its host slots (rank 0): s in all; reserve_s, populate_s, register_s; pieces registered
+    "mem_prepare": ("nbytes", "s"),
     "mem_snapshot": ("step", "stall_s"),  # a memory-tier snapshot published (rank 0), or failed (any rank: error)
     # the memory tier's ``auto`` interval changed: interval (steps), cost_s (one snapshot's cost to the loop), step_s
     "mem_interval": ("step", "interval", "cost_s", "step_s"),

@@ -59,28 +59,9 @@ def test_a_forked_process_gets_its_own_process_id() -> None:
     assert len(child) == 32 and child != process_id()
 
 
-def _resident_kib(path: Path) -> int:
-    """The resident KiB of this process' mapping of ``path`` (/proc/self/smaps)."""
-    lines = Path("/proc/self/smaps").read_text().splitlines()
-    for i, line in enumerate(lines):
-        if line.endswith(str(path)):
-            return next(int(x.split()[1]) for x in lines[i + 1 :] if x.startswith("Rss:"))
-    raise AssertionError(f"{path} is not mapped")
-
-
-def test_populate_fills_the_page_tables_of_a_mapping_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hostbuf, "POPULATE_CHUNK", 1 << 20)  # 8 chunks on the threads
-    path = tmp_path / "slot.bin"
-    t = hostbuf.buffer(path, 8 << 20, pin=False)
-    assert _resident_kib(path) == 0  # reserved (posix_fallocate), not yet in this process' page tables
-    assert hostbuf.populate(t) is True
-    assert _resident_kib(path) == 8 << 10
-
-
-def test_populate_that_the_kernel_refuses_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hostbuf, "_NOTICE", [])
-    t = hostbuf.buffer(tmp_path / "slot.bin", 1 << 20, pin=False)
-    assert hostbuf.populate(t[1:]) is False  # not page-aligned: EINVAL, as a kernel without the advice answers
-    assert hostbuf._NOTICE == [
-        "MADV_POPULATE_WRITE refused (EINVAL: Linux < 5.14): the page-locking faults the pages in (stalls the loop)"
-    ]
+def test_readying_a_buffer_is_timed_by_part(tmp_path: Path) -> None:
+    hostbuf.take_times()
+    buffer(tmp_path / "shm" / "timed.bin", 1 << 20)
+    times = hostbuf.take_times()
+    assert times.keys() >= {"reserve"} and times["reserve"] > 0
+    assert hostbuf.take_times() == {}  # taken: the next call starts from nothing

@@ -1,0 +1,50 @@
+"""Readying a rank's memory-tier host slots (``training.checkpoint.host_slots``), on the CPU (nothing to page-lock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from training.checkpoint.host_slots import HostSlots
+from training.telemetry.events import EventLog, read_events
+
+
+def test_both_slots_are_mapped_then_timed_in_the_log_and_an_event(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    calls: list[str] = []
+    slots = HostSlots(
+        tmp_path / "shm", 0, EventLog(tmp_path, rank=0), before=lambda: calls.append("before"), report=print
+    )
+    (tmp_path / "shm").mkdir()
+    assert not slots.started and not slots.ready(lambda v: v)
+    slots.start(4096, "copied on the CPU", wait=True)
+    assert calls == ["before"]
+    assert sorted(p.name for p in (tmp_path / "shm").iterdir()) == ["owner0.slot0.bin", "owner0.slot1.bin"]
+    assert all(p.stat().st_size == 4096 for p in (tmp_path / "shm").iterdir())
+    line = capsys.readouterr().out
+    assert "memory tier: 0.00 GiB a snapshot, copied on the CPU; host slots mapped in " in line
+    assert "page-locked 0.00 s in 0 pieces" in line
+    (event,) = [e for e in read_events(tmp_path) if e["event"] == "mem_prepare"]
+    assert event["nbytes"] == 4096 and event["reserve_s"] > 0 and event["s"] >= event["reserve_s"]
+    assert slots.ready(lambda v: v)
+
+
+def test_a_rank_whose_slots_are_not_ready_holds_every_rank_back(tmp_path: Path) -> None:
+    (tmp_path / "shm").mkdir()
+    slots = HostSlots(tmp_path / "shm", 1, EventLog(tmp_path, rank=1), before=lambda: None, report=print)
+    slots.start(4096, "", wait=True)
+    assert not slots.ready(lambda v: [1.0])  # another rank is still mapping
+    assert slots.ready(lambda v: v)
+    assert not (tmp_path / "events.jsonl").exists()  # the event is rank 0's only
+
+
+def test_slots_that_cannot_be_mapped_are_reported(tmp_path: Path) -> None:
+    reported: list[tuple[int, str]] = []
+    slots = HostSlots(
+        tmp_path / "missing", 0, EventLog(tmp_path, rank=0), before=lambda: None, report=lambda *a: reported.append(a)
+    )
+    slots.start(4096, "", wait=True)
+    assert len(reported) == 1 and reported[0][0] == 0
+    assert reported[0][1].startswith(f"no host memory for the snapshots (4096 bytes in {tmp_path / 'missing'}): ")
