@@ -49,7 +49,7 @@ def _new_process_id() -> None:
 
 
 os.register_at_fork(after_in_child=_new_process_id)
-#: path -> (mmap, uint8 tensor over it, bytes): the mappings of this process, made once and never closed.
+#: path -> (mmap, uint8 tensor over all of it, its bytes): the mappings of this process, made once and never closed.
 _MAPPED: dict[Path, tuple[mmap.mmap, torch.Tensor, int]] = {}
 #: The mapped paths that are page-locked.
 _PINNED: set[Path] = set()
@@ -81,19 +81,21 @@ def _add(**parts: float) -> None:
 
 
 def buffer(path: Path, nbytes: int, *, pin: bool = True) -> torch.Tensor:
-    """A uint8 tensor over the file ``path`` of ``nbytes`` bytes, mapped once per process, and page-locked on CUDA
+    """A uint8 tensor of ``nbytes`` bytes over the file ``path``, mapped once per process, and page-locked on CUDA
     unless ``pin`` is False (a restore reads a snapshot once, faster than page-locking 11 GB takes: :func:`pin`
     can follow later).
 
-    An existing file of that size is mapped as it is (its bytes are kept: the snapshot of an earlier process); a
-    file of another size is replaced. Raises OSError (``ENOSPC`` when ``/dev/shm`` is full).
+    A mapping or an existing file at least ``nbytes`` long is used as it is (its bytes are kept: the snapshot of an
+    earlier process; a slot readied at start-up for the largest snapshot the state can take,
+    :mod:`training.checkpoint.host_slots`), the tensor being its first ``nbytes`` bytes; a shorter one is replaced.
+    Raises OSError (``ENOSPC`` when ``/dev/shm`` is full).
     """
     mapped = _MAPPED.get(path)
-    if mapped is not None and mapped[2] == nbytes and path.exists():
+    if mapped is not None and mapped[2] >= nbytes and path.exists():
         if pin:
             pin_buffer(path)
-        return mapped[1]
-    if mapped is not None:  # another layout: a new file; the old mapping stays valid for whoever holds it
+        return mapped[1][:nbytes]
+    if mapped is not None:  # too short: a new file; the old mapping stays valid for whoever holds it
         _MAPPED.pop(path)
         _PINNED.discard(path)
         path.unlink(missing_ok=True)
@@ -101,19 +103,27 @@ def buffer(path: Path, nbytes: int, *, pin: bool = True) -> torch.Tensor:
     t0 = time.perf_counter()
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        if os.fstat(fd).st_size != size:
+        if os.fstat(fd).st_size < size:
             os.ftruncate(fd, 0)
             os.ftruncate(fd, size)
-        os.posix_fallocate(fd, 0, size)
+        size = os.fstat(fd).st_size
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError:
+            if size == max(nbytes, 1):
+                raise
+            size = max(nbytes, 1)  # a longer file left unreserved (a failed start-up readying): as long as needed
+            os.ftruncate(fd, size)
+            os.posix_fallocate(fd, 0, size)
         mm = mmap.mmap(fd, size)
     finally:
         os.close(fd)
     _add(reserve=time.perf_counter() - t0)
-    t = torch.frombuffer(mm, dtype=torch.uint8)[:nbytes]
-    _MAPPED[path] = (mm, t, nbytes)
+    whole = torch.frombuffer(mm, dtype=torch.uint8)
+    _MAPPED[path] = (mm, whole, size)
     if pin:
         pin_buffer(path)
-    return t
+    return whole[:nbytes]
 
 
 def pin_buffer(path: Path) -> None:

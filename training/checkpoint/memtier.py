@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from training.checkpoint.host_slots import HostSlots
+from training.checkpoint import host_slots
 from training.checkpoint.hostbuf import Slot, encode_meta, pinning_notice, process_id, slots
 from training.checkpoint.memory_interval import MemorySchedule
 from training.checkpoint.memory_restore import DATA_KEY, MemoryRestore
@@ -109,7 +109,7 @@ class MemoryTier:
         self.arrive = arrive or (lambda what: None)
         self.copier = SnapshotCopier()
         self._tensor_cache: tuple[int, Split, Layout] | None = None
-        self.slots = HostSlots(self.dir, rank, events, before=self.identity.keep, report=self._report)
+        self.slots = host_slots.adopt(self.dir, rank, events, report=self._report, before=self.identity.keep)
         if rank == 0:
             where = f"copy on rank {self.dst}'s node" if self.dst is not None else "no peer copy (one node)"
             every = "auto interval" if self.schedule.auto else f"every {interval} steps"
@@ -184,8 +184,8 @@ class MemoryTier:
     # ------------------------------------------------------------------ save
     def prepare(self, state: AppState) -> None:
         """Once per (re)start after the first optimizer step: size the copies (the GPU's staging buffer), then ready
-        both host slots on a thread (:class:`HostSlots`), which the first snapshot waits for: no snapshot pays for an
-        allocation."""
+        both host slots on a thread (:class:`~training.checkpoint.host_slots.HostSlots`: those begun at start-up when
+        there were), which the first snapshot waits for: no snapshot pays for an allocation."""
         if self.slots.started:
             return
         _, layout = self.tensors(state)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from platform_config import config_from_dict
+from platform_config import ProjectConfig, config_from_dict
 from tests.helpers.training_runs import FAST_CONFIG, group_timeout_s, single_process_group
 from training.checkpoint import shm_scope
 from training.checkpoint.backends import Backend
@@ -65,14 +65,19 @@ def test_the_target_step_is_saved_when_the_interval_does_not_land_on_it(tmp_path
         assert _saves(tmp_path / "ten") == [5, 10]
 
 
+def _with_memory_tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, every: int) -> ProjectConfig:
+    """The fast config with a storage save every 5 steps and a memory snapshot ``every`` steps, its shared memory
+    under ``tmp_path``."""
+    monkeypatch.setenv(shm_scope.SHM_BASE_ENV, str(tmp_path / "shm"))
+    (tmp_path / "shm").mkdir()
+    checkpoint = {"interval_steps": 5, "keep_last": 3, "memory_interval_steps": every}
+    return config_from_dict({**FAST_CONFIG, "checkpoint": checkpoint})
+
+
 def test_a_step_restored_from_memory_is_saved_to_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 48, item 1: a run killed while saving its last step restored that step from memory, counted it as
     checkpointed and ended with storage's newest step 5 of 10. Only a committed step in storage counts."""
-    monkeypatch.setenv(shm_scope.SHM_BASE_ENV, str(tmp_path / "shm"))
-    (tmp_path / "shm").mkdir()
-    cfg = config_from_dict(
-        {**FAST_CONFIG, "checkpoint": {"interval_steps": 5, "keep_last": 3, "memory_interval_steps": 5}}
-    )
+    cfg = _with_memory_tier(tmp_path, monkeypatch, every=5)
     with single_process_group():
         first = Trainer(cfg, tmp_path, EventLog(tmp_path, 0), checkpoint_mode="sync", target_steps=10)
         first.setup()
@@ -95,6 +100,22 @@ def test_a_step_restored_from_memory_is_saved_to_storage(tmp_path: Path, monkeyp
         assert second.train() == 10
         second.close()
     assert [s for s, _ in list_committed(tmp_path / "checkpoints")] == [5, 10]
+
+
+def test_a_fresh_start_readies_the_memory_tier_slots_before_the_model_is_built_at_their_exact_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    cfg = _with_memory_tier(tmp_path, monkeypatch, every=2)
+    with single_process_group():
+        trainer = Trainer(cfg, tmp_path, EventLog(tmp_path, 0), checkpoint_mode="sync", target_steps=4)
+        trainer.setup()
+        assert trainer.restore() == 0 and trainer.train() == 4
+        trainer.close()
+    (prepared,) = [e for e in read_events(tmp_path) if e["event"] == "mem_prepare"]
+    snapshots = [e for e in read_events(tmp_path) if e["event"] == "mem_snapshot"]
+    assert prepared["early"] is True and [e["step"] for e in snapshots] == [2, 4]
+    # the size known before the optimizer state existed is the snapshot's, exactly
+    assert f"host slots mapped at start-up ({snapshots[0]['nbytes']} bytes) in " in capsys.readouterr().out
 
 
 #: The fast config with storage saves only (no memory tier): a save every 5 steps.

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from training.checkpoint import host_slots
 from training.checkpoint.host_slots import HostSlots
 from training.telemetry.events import EventLog, read_events
 
@@ -24,10 +25,11 @@ def test_both_slots_are_mapped_then_timed_in_the_log_and_an_event(
     assert sorted(p.name for p in (tmp_path / "shm").iterdir()) == ["owner0.slot0.bin", "owner0.slot1.bin"]
     assert all(p.stat().st_size == 4096 for p in (tmp_path / "shm").iterdir())
     line = capsys.readouterr().out
-    assert "memory tier: 0.00 GiB a snapshot, copied on the CPU; host slots mapped in " in line
+    assert "memory tier: 0.00 GiB a snapshot, copied on the CPU; host slots mapped after the first step in " in line
     assert "page-locked 0.00 s in 0 pieces" in line
     (event,) = [e for e in read_events(tmp_path) if e["event"] == "mem_prepare"]
     assert event["nbytes"] == 4096 and event["reserve_s"] > 0 and event["s"] >= event["reserve_s"]
+    assert event["early"] is False
     assert slots.ready(lambda v: v)
 
 
@@ -48,3 +50,32 @@ def test_slots_that_cannot_be_mapped_are_reported(tmp_path: Path) -> None:
     slots.start(4096, "", wait=True)
     assert len(reported) == 1 and reported[0][0] == 0
     assert reported[0][1].startswith(f"no host memory for the snapshots (4096 bytes in {tmp_path / 'missing'}): ")
+
+
+def test_slots_begun_at_start_up_are_adopted_and_not_mapped_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    events = EventLog(tmp_path, rank=0)
+    host_slots.begin(tmp_path / "shm", 0, 8192, events)  # the directory is made
+    calls: list[str] = []
+    slots = host_slots.adopt(tmp_path / "shm", 0, events, report=print, before=lambda: calls.append("before"))
+    slots.start(4096, "copied on the CPU", wait=True)  # smaller than begun: the same files
+    assert calls == ["before"]
+    assert all(p.stat().st_size == 8192 for p in (tmp_path / "shm").iterdir())
+    assert "host slots mapped at start-up (8192 bytes) in " in capsys.readouterr().out
+    (event,) = [e for e in read_events(tmp_path) if e["event"] == "mem_prepare"]
+    assert event["early"] is True and event["nbytes"] == 4096
+    assert host_slots.adopt(tmp_path / "shm", 0, events, report=print, before=lambda: None) is not slots  # taken
+
+
+def test_slots_begun_too_small_are_mapped_again_after_the_first_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    events = EventLog(tmp_path, rank=0)
+    host_slots.begin(tmp_path / "shm", 0, 1024, events)
+    slots = host_slots.adopt(tmp_path / "shm", 0, events, report=print, before=lambda: None)
+    slots.start(4096, "", wait=True)
+    assert all(p.stat().st_size == 4096 for p in (tmp_path / "shm").iterdir())
+    assert "mapped again after the first step (the 1024 bytes of start-up were too few) in " in capsys.readouterr().out
+    (event,) = [e for e in read_events(tmp_path) if e["event"] == "mem_prepare"]
+    assert event["early"] is False

@@ -55,3 +55,28 @@ def test_a_snapshot_round_trips_through_the_buffer_and_the_pickled_skeleton() ->
     assert restored["model"]["w"] is dst.objects[0]  # the live tensors, filled in place
     assert restored["model"]["w"].tolist() == [1.0, 2.0, 3.0] and restored["model"]["n"].tolist() == [7, 8]
     assert restored["optim"]["flag"].tolist() == [True] and restored["optim"]["param_groups"][0]["lr"] == 0.5
+
+
+def test_the_snapshot_size_known_before_the_optimizer_state_is_that_of_the_state_after_a_step() -> None:
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    from training.checkpoint.snapshot import adamw_snapshot_bytes
+
+    model = torch.nn.Sequential(torch.nn.Embedding(11, 6), torch.nn.Linear(6, 5), torch.nn.Linear(5, 3, bias=False))
+    before = adamw_snapshot_bytes(model.parameters(), world=1)
+    # weight, two moments (each aligned to 64) and a 64-byte step per parameter: 66, 30, 5 and 15 floats
+    assert before == sum(3 * -(-n * 4 // 64) * 64 + 64 for n in (66, 30, 5, 15)) == 1984
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.tensor([1, 2])).sum().backward()
+    optimizer.step()
+    msd, osd = get_state_dict(model, optimizer)
+    assert layout_of(split({"model": msd, "optim": osd})).nbytes == before
+
+
+def test_the_snapshot_size_of_shards_is_an_upper_bound_over_ranks_with_uneven_rows() -> None:
+    from training.checkpoint.snapshot import adamw_snapshot_bytes
+
+    params = [torch.empty(10, 16, device="meta"), torch.empty(7, device="meta")]
+    # world 4: at most 3 of 10 rows (48 floats: 192 bytes) and 2 of 7 elements (8 bytes, 64 aligned)
+    assert adamw_snapshot_bytes(params, world=4) == (3 * 192 + 64) + (3 * 64 + 64)
+    assert adamw_snapshot_bytes(params, world=1) == (3 * 640 + 64) + (3 * 64 + 64)
