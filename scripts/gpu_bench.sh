@@ -63,6 +63,9 @@ if [[ "$what" == scale || "$what" == all ]]; then
       --variants "${SCALE_VARIANTS:-none,async,async+mem}" --timeout 240 --out /tmp/bench-scale 2>&1 \
       | grep -Ev '^frame #|^Exception raised from|sendBytes failed|should dump' | tee "$out/scale-bench.txt" || rc=1
     cp /tmp/bench-scale/results.json "$out/scale-bench.json" 2>/dev/null
+    for d in /tmp/bench-scale/*/; do  # each variant's events (step times, the tier's mem_prepare), plain names
+      [[ -f "$d/events.jsonl" ]] && cp "$d/events.jsonl" "$out/scale-bench-$(basename "$d" | tr '+:' '--').events.jsonl"
+    done
   fi
   if [[ ",$parts," == *,run,* ]]; then
     timeout -k 10 "${SCALE_RUN_TIMEOUT:-420}" python3 -m training.local --env scale-1b --run-dir /tmp/scale-1b --fresh \
