@@ -39,7 +39,7 @@ from training.checkpoint.peer_copies import PeerCopies
 from training.checkpoint.run_identity import RunIdentity, read_run_id
 from training.checkpoint.shm_scope import scope_dir
 from training.checkpoint.snapshot import Layout, Split, layout_of, split
-from training.checkpoint.snapshot_copy import PendingCopy, SnapshotCopier
+from training.checkpoint.snapshot_copy import PendingCopy, SnapshotCopier, allocator_retries
 from training.checkpoint.state import AppState
 from training.telemetry.events import EventLog
 
@@ -264,6 +264,7 @@ class MemoryTier:
                     background_s=round(drained, 6),
                     replicated=replicated,
                     nbytes=meta["layout"].nbytes,
+                    **allocator_retries(),
                 )
 
     def _report(self, step: int, message: str) -> None:

@@ -45,6 +45,15 @@ def staging_room(nbytes: int) -> int:
     return max(0, min(nbytes, room)) // ALIGN * ALIGN
 
 
+def allocator_retries() -> dict[str, int]:
+    """On CUDA, ``{"cuda_alloc_retries": n}``: how often the caching allocator has had to free its cache and retry a
+    ``cudaMalloc`` in this process (each a device synchronisation; the staging buffer narrows the room it has), for
+    the snapshot's event; nothing without CUDA."""
+    if not torch.cuda.is_available():
+        return {}
+    return {"cuda_alloc_retries": int(torch.cuda.memory_stats().get("num_alloc_retries", 0))}
+
+
 @dataclass
 class PendingCopy:
     """A save in flight: :meth:`wait` returns once the host buffer holds it."""
