@@ -24,6 +24,7 @@ import hashlib
 import mmap
 import os
 import pickle
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -53,6 +54,8 @@ os.register_at_fork(after_in_child=_new_process_id)
 _MAPPED: dict[Path, tuple[mmap.mmap, torch.Tensor, int]] = {}
 #: The mapped paths that are page-locked.
 _PINNED: set[Path] = set()
+#: Held while a mapping is made or page-locked.
+_LOCK = threading.RLock()
 _DIGEST_LEN = 32
 #: Seconds this process spent readying host buffers, by part (:func:`take_times`).
 _TIMES: dict[str, float] = {}
@@ -88,8 +91,18 @@ def buffer(path: Path, nbytes: int, *, pin: bool = True) -> torch.Tensor:
     A mapping or an existing file at least ``nbytes`` long is used as it is (its bytes are kept: the snapshot of an
     earlier process; a slot readied at start-up for the largest snapshot the state can take,
     :mod:`training.checkpoint.host_slots`), the tensor being its first ``nbytes`` bytes; a shorter one is replaced.
-    Raises OSError (``ENOSPC`` when ``/dev/shm`` is full).
+    Raises OSError (``ENOSPC`` when ``/dev/shm`` is full). Thread-safe: a mapping ready for the call is returned at
+    once; making or page-locking one is done by one thread at a time (a failed iteration's readying may still run
+    when the next begins).
     """
+    mapped = _MAPPED.get(path)
+    if mapped is not None and mapped[2] >= nbytes and (path in _PINNED or not pin) and path.exists():
+        return mapped[1][:nbytes]
+    with _LOCK:
+        return _map(path, nbytes, pin=pin)
+
+
+def _map(path: Path, nbytes: int, *, pin: bool) -> torch.Tensor:
     mapped = _MAPPED.get(path)
     if mapped is not None and mapped[2] >= nbytes and path.exists():
         if pin:
@@ -128,10 +141,13 @@ def buffer(path: Path, nbytes: int, *, pin: bool = True) -> torch.Tensor:
 
 def pin_buffer(path: Path) -> None:
     """Page-lock the mapping of ``path`` (made by :func:`buffer`) on CUDA, once."""
-    if path not in _PINNED and path in _MAPPED:
-        times = pinning.pin(_MAPPED[path][1])
-        _add(populate=times.populate_s, register=times.register_s, pieces=times.pieces)
-        _PINNED.add(path)
+    if path in _PINNED:
+        return
+    with _LOCK:
+        if path not in _PINNED and path in _MAPPED:
+            times = pinning.pin(_MAPPED[path][1])
+            _add(populate=times.populate_s, register=times.register_s, pieces=times.pieces)
+            _PINNED.add(path)
 
 
 class Slot:

@@ -81,3 +81,13 @@ def test_a_longer_file_or_mapping_is_used_as_it_is_and_a_shorter_one_replaced(tm
     assert out.stdout.strip() == f"{list(range(8))} 64"  # another process reads the first bytes, the file unchanged
     longer = buffer(path, 128)  # longer than the file: a new one
     assert longer.numel() == 128 and path.stat().st_size == 128 and longer[:64].tolist() == [0] * 64
+
+
+def test_threads_mapping_the_same_slot_at_once_get_one_mapping(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "shm" / "shared.bin"
+    with ThreadPoolExecutor(8) as pool:
+        views = list(pool.map(lambda _: buffer(path, 4096), range(8)))
+    assert len({v.data_ptr() for v in views}) == 1  # one mapping, made once
+    assert path.stat().st_size == 4096 and hostbuf._MAPPED[path][1].data_ptr() == views[0].data_ptr()
