@@ -93,13 +93,16 @@ class HostSlots:
     def _ready_for(self, nbytes: int, how: str) -> None:
         self.before()
         times: dict[str, float] = {}
-        when = "after the first step"
+        when, early = "after the first step", False
         if self._begun is not None:
-            thread, capacity, times = self._begun
+            thread, capacity, begun = self._begun
             thread.join()
-            when = f"at start-up ({capacity} bytes)"
-            if capacity < nbytes or "s" not in times:
-                when, times = f"again after the first step (the {capacity} bytes of start-up were too few)", {}
+            if "s" not in begun:
+                when = "after the first step (readying them at start-up failed)"
+            elif capacity < nbytes:
+                when = f"again after the first step (the {capacity} bytes readied at start-up were too few)"
+            else:
+                when, early, times = f"at start-up ({capacity} bytes)", True, begun
         if not times and not self._map(nbytes, times):
             return
         if self.rank != 0:
@@ -113,9 +116,7 @@ class HostSlots:
         )
         with contextlib.suppress(OSError):
             fields = {k if k in ("pieces", "s") else f"{k}_s": round(v, 4) for k, v in times.items()}
-            self.events.emit(
-                "mem_prepare", nbytes=nbytes, early=self._begun is not None and "again" not in when, **fields
-            )
+            self.events.emit("mem_prepare", nbytes=nbytes, early=early, **fields)
 
 
 def begin(directory: Path, rank: int, capacity: int, events: EventLog) -> None:
@@ -123,9 +124,13 @@ def begin(directory: Path, rank: int, capacity: int, events: EventLog) -> None:
     memory tier made later in this process to :func:`adopt` (see the module docstring)."""
 
     def report(step: int, message: str) -> None:
-        print(f"[checkpoint] rank {rank}: readying the memory tier at start-up: {message}; again after the first step")
+        print(f"[checkpoint] rank {rank}: readying the memory tier at start-up: {message}", flush=True)
 
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # the memory tier, made later, meets the same and says so
+        report(0, f"cannot make {directory}: {exc}")
+        return
     slots = HostSlots(directory, rank, events, report=report)
     _BEGUN[(directory, rank)] = slots
     slots.begin(capacity)

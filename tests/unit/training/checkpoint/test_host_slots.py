@@ -76,6 +76,22 @@ def test_slots_begun_too_small_are_mapped_again_after_the_first_step(
     slots = host_slots.adopt(tmp_path / "shm", 0, events, report=print, before=lambda: None)
     slots.start(4096, "", wait=True)
     assert all(p.stat().st_size == 4096 for p in (tmp_path / "shm").iterdir())
-    assert "mapped again after the first step (the 1024 bytes of start-up were too few) in " in capsys.readouterr().out
+    assert "again after the first step (the 1024 bytes readied at start-up were too few) in " in capsys.readouterr().out
     (event,) = [e for e in read_events(tmp_path) if e["event"] == "mem_prepare"]
     assert event["early"] is False
+
+
+def test_slots_whose_start_up_readying_failed_are_mapped_after_the_first_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    events = EventLog(tmp_path, rank=0)
+    blocker = tmp_path / "shm" / "owner0.slot0.bin"
+    blocker.mkdir(parents=True)  # a directory where the slot's file goes: the start-up readying fails
+    host_slots.begin(tmp_path / "shm", 0, 4096, events)
+    host_slots._BEGUN[(tmp_path / "shm", 0)]._begun[0].join()  # type: ignore[index]  # failed before it is adopted
+    slots = host_slots.adopt(tmp_path / "shm", 0, events, report=print, before=lambda: None)
+    assert "rank 0: readying the memory tier at start-up: no host memory for the snapshots" in capsys.readouterr().out
+    blocker.rmdir()
+    slots.start(4096, "", wait=True)
+    assert "host slots mapped after the first step (readying them at start-up failed) in " in capsys.readouterr().out
+    assert all(p.stat().st_size == 4096 for p in (tmp_path / "shm").iterdir())
