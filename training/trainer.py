@@ -33,6 +33,7 @@ from training.checkpoint.state import AppState, state_digest
 from training.data.dataset import TOKENIZER, ResumableSampler, TokenShards, ensure_generated_corpus
 from training.model.hf_checkpoint import HFCheckpointError, load_hf_weights, read_hf_config, tokenizer_mismatch
 from training.model.llama import ModelArgs, build_model, flops_per_token
+from training.model.shapes import MODEL_SIZES, param_shapes
 from training.parallel.distributed import (
     any_rank,
     apply_fsdp,
@@ -128,9 +129,8 @@ def begin_memory_slots(root: Path, rank: int, world: int, spec: ModelSpec, event
     """Start readying this rank's memory-tier host slots before the model is built (a fresh start: page-locking
     then overlaps the set-up, not the training steps), sized for the snapshot of the model ``spec`` and its AdamW
     state over ``world`` ranks (see :mod:`training.checkpoint.host_slots`)."""
-    with torch.device("meta"):
-        model = build_model(spec.size, spec.vocab, max_seq_len=spec.max_seq_len, args=spec.hf_args)
-    host_slots.begin(scope_dir(root), rank, adamw_snapshot_bytes(model.parameters(), world), events)
+    shapes = param_shapes(spec.hf_args or MODEL_SIZES[spec.size], spec.vocab)  # no model built: milliseconds
+    host_slots.begin(scope_dir(root), rank, adamw_snapshot_bytes(shapes, world), events)
 
 
 def hf_model_args(path: str | None, data: TokenShards, rank: int) -> ModelArgs | None:

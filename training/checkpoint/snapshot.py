@@ -10,7 +10,8 @@ one buffer; it depends only on the keys, dtypes and shapes, so it is computed on
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,15 +96,16 @@ def layout_of(parts: Split) -> Layout:
     return Layout(tuple(entries), offset)
 
 
-def adamw_snapshot_bytes(params: Iterable[torch.Tensor], world: int) -> int:
-    """The bytes of a snapshot (:func:`layout_of`) of a model whose ``params`` FSDP2 shards on dim 0 over ``world``
-    ranks, and of its AdamW state: the weight, two moments of its dtype and a float32 step per parameter, each entry
-    aligned. Known before the optimizer state exists (``params`` may be on the meta device): exact where ``world``
-    divides every dim 0, otherwise an upper bound (a rank's shard has at most ``ceil(dim0 / world)`` rows)."""
+def adamw_snapshot_bytes(shapes: Iterable[Sequence[int]], world: int, *, element_size: int = 4) -> int:
+    """The bytes of a snapshot (:func:`layout_of`) of a model whose parameters, of these ``shapes`` and
+    ``element_size``, FSDP2 shards on dim 0 over ``world`` ranks, and of its AdamW state: the weight, two moments of
+    its dtype and a float32 step per parameter, each entry aligned. Known before the model or its optimizer state
+    exist: exact where ``world`` divides every dim 0, otherwise an upper bound (a rank's shard has at most
+    ``ceil(dim0 / world)`` rows)."""
     total = 0
-    for p in params:
-        rows = -(-p.shape[0] // world) if p.dim() else 1
-        nbytes = rows * (p.numel() // p.shape[0] if p.dim() and p.shape[0] else 1) * p.element_size()
+    for shape in shapes:
+        rows = -(-shape[0] // world) if shape else 1
+        nbytes = rows * (math.prod(shape[1:]) if shape else 1) * element_size
         total += 3 * (-(-nbytes // ALIGN) * ALIGN) + ALIGN  # weight, exp_avg, exp_avg_sq; step (4 bytes, aligned)
     return total
 

@@ -5,6 +5,7 @@ Torch-free so that the charts (a synth-time check of the launcher's timeouts) an
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 #: Bytes a checkpoint holds per parameter: fp32 weights (FSDP2's sharded master copy) and AdamW's two fp32 moments.
@@ -53,13 +54,18 @@ MODEL_SIZES: dict[str, ModelArgs] = {
 }
 
 
-def param_count(args: ModelArgs, vocab_size: int | None = None) -> int:
-    """Parameters of the decoder: embeddings, per layer attention (GQA) + SwiGLU + two norms, final norm, output."""
+def param_shapes(args: ModelArgs, vocab_size: int | None = None) -> list[tuple[int, ...]]:
+    """The shapes of the decoder's parameters (those of :func:`training.model.llama.build_model`, without building
+    it): embeddings, per layer attention (GQA) + SwiGLU + two norms, final norm, output."""
     vocab = vocab_size if vocab_size is not None else args.vocab_size
-    hd = args.head_dim
-    attention = args.dim * args.n_heads * hd * 2 + args.dim * args.n_kv_heads * hd * 2
-    layer = attention + 3 * args.dim * args.ffn_dim + 2 * args.dim
-    return 2 * vocab * args.dim + args.n_layers * layer + args.dim
+    q, kv, d, f = args.n_heads * args.head_dim, args.n_kv_heads * args.head_dim, args.dim, args.ffn_dim
+    layer = [(q, d), (kv, d), (kv, d), (d, q), (f, d), (d, f), (f, d), (d,), (d,)]
+    return [(vocab, d), *layer * args.n_layers, (d,), (vocab, d)]
+
+
+def param_count(args: ModelArgs, vocab_size: int | None = None) -> int:
+    """Parameters of the decoder (:func:`param_shapes`)."""
+    return sum(math.prod(shape) for shape in param_shapes(args, vocab_size))
 
 
 def checkpoint_bytes(size: str) -> int:
