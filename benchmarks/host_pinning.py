@@ -40,13 +40,6 @@ from training.checkpoint import hostbuf, pinning
 Window = tuple[str, float, float]  # (phase, start, end), perf_counter seconds
 
 
-def _register(t: torch.Tensor, offset: int = 0, length: int | None = None) -> None:
-    length = t.numel() - offset if length is None else length
-    err = torch.cuda.cudart().cudaHostRegister(t.data_ptr() + offset, length, 0)
-    if int(err) != 0:
-        raise OSError(f"cudaHostRegister failed: {err}")
-
-
 def ready_slots(way: str, directory: Path, nbytes: int, slots: int, threads: int) -> list[Window]:
     """Map and page-lock ``slots`` files of ``nbytes`` in ``directory`` the given way, then release them; the
     phases' windows."""
@@ -72,7 +65,7 @@ def ready_slots(way: str, directory: Path, nbytes: int, slots: int, threads: int
             continue
         if way == "populate+register":
             phase("populate", pinning.populate, t)
-        phase("register", _register, t)
+        phase("register", pinning.register, t.data_ptr(), t.numel())
     if way == "project" and nbytes > 2 * pinning.PIN_PIECE:
         gpu = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
         for name, off in (("copy-inside", 0), ("copy-across", pinning.PIN_PIECE - (128 << 20))):

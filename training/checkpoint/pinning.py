@@ -87,7 +87,8 @@ def populate(t: torch.Tensor) -> bool:
     return True
 
 
-def _register(addr: int, length: int) -> None:
+def register(addr: int, length: int) -> None:
+    """One ``cudaHostRegister`` of ``length`` bytes at ``addr``; OSError if CUDA refuses it."""
     err = torch.cuda.cudart().cudaHostRegister(addr, length, 0)
     if int(err) != 0:
         raise OSError(f"cudaHostRegister of {length} bytes failed: {err}")
@@ -108,7 +109,7 @@ def pin(t: torch.Tensor) -> PinTimes:
         for offset in range(0, n, PIN_PIECE):
             if offset:
                 time.sleep(PIN_GAP_S)
-            _register(base + offset, min(PIN_PIECE, n - offset))
+            register(base + offset, min(PIN_PIECE, n - offset))
             done = offset + PIN_PIECE
     except OSError:
         for offset in range(0, min(done, n), PIN_PIECE):
