@@ -199,6 +199,7 @@ class MemoryTier:
         self.slots.join()  # done already when :meth:`due` said so
         t0 = time.perf_counter()
         self.wait()
+        waited = time.perf_counter() - t0
         line = self.peers.before_snapshot(step)
         if line is not None and self.rank == 0:
             print(f"[checkpoint] memory tier: {line}", flush=True)
@@ -225,7 +226,10 @@ class MemoryTier:
         stall = time.perf_counter() - t0
         self.schedule.snapshot_taken(step, stall)
         job = threading.Thread(
-            target=self._finish, args=(step, slot, host, pending, meta, stall), name=MEMTIER_THREAD, daemon=True
+            target=self._finish,
+            args=(step, slot, host, pending, meta, (stall, waited)),
+            name=MEMTIER_THREAD,
+            daemon=True,
         )
         _JOBS.append(job)
         job.start()
@@ -240,8 +244,11 @@ class MemoryTier:
         join_jobs(timeout_s=10 * self.collective_timeout_s + 60)
 
     def _finish(
-        self, step: int, slot: Slot, host: torch.Tensor | None, pending: PendingCopy | None, meta: dict, stall: float
-    ) -> None:
+        self, step: int, slot: Slot, host: torch.Tensor | None, pending: PendingCopy | None, meta: dict,
+        stalls: tuple[float, float],
+    ) -> None:  # fmt: skip
+        """Wait for the copy, publish the slot's meta, copy to the peer, then the ``mem_snapshot`` event; ``stalls``:
+        the training thread's seconds in :meth:`snapshot`, and the part of them spent waiting for the previous one."""
         payload: bytes | None = None
         t0 = time.perf_counter()
         if host is not None and pending is not None:
@@ -260,7 +267,8 @@ class MemoryTier:
                 self.events.emit(
                     "mem_snapshot",
                     step=step,
-                    stall_s=round(stall, 6),
+                    stall_s=round(stalls[0], 6),
+                    waited_s=round(stalls[1], 6),
                     background_s=round(drained, 6),
                     replicated=replicated,
                     nbytes=meta["layout"].nbytes,

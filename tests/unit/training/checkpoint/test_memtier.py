@@ -66,6 +66,28 @@ def test_two_slots_alternate_and_the_newest_snapshot_is_restored_from_own_memory
     assert snaps == [5, 10, 15]
 
 
+def test_a_snapshot_event_says_how_much_of_its_stall_waited_for_the_previous_one(tier, tmp_path: Path) -> None:
+    """The previous snapshot's background part (here a peer copy slowed to 0.4 s) holds the next one back: its
+    ``waited_s`` says so, within its ``stall_s``; the first snapshot waited for nothing."""
+    import time
+
+    exchange = tier.peers.exchange
+
+    def slow_exchange(*args, **kwargs):
+        time.sleep(0.4)
+        return exchange(*args, **kwargs)
+
+    tier.peers.exchange = slow_exchange
+    state = tiny_app_state(0)
+    tier.snapshot(0, state)
+    tier.snapshot(1, state)
+    tier.wait()
+    events = [e for e in read_events(tmp_path) if e["event"] == "mem_snapshot"]
+    assert [e["step"] for e in events] == [0, 1]
+    assert events[0]["waited_s"] < 0.1
+    assert 0.3 < events[1]["waited_s"] <= events[1]["stall_s"]
+
+
 def test_a_restart_knows_before_building_its_model_whether_memory_holds_a_snapshot(tier, tmp_path: Path) -> None:
     """The trainer builds its model on the meta device when a snapshot will fill it: none before the first snapshot,
     one after it, none for another checkpoint root, and none once a slot's meta no longer verifies."""
