@@ -104,15 +104,12 @@ CHECKPOINT_BYTES_PER_PARAM = 12
 
 
 def space_needed(size: str, keep_last: int) -> int:
-    """Bytes one variant's checkpoints take at most: ``keep_last`` committed plus one being written."""
-    import torch
-
+    """Bytes one variant's checkpoints take at most: ``keep_last`` committed plus one being written (the model the
+    trainer builds: the named size with the data's tokenizer)."""
     from training.data.dataset import TOKENIZER
-    from training.model.llama import build_model, count_parameters
+    from training.model.shapes import param_count
 
-    with torch.device("meta"):
-        params = count_parameters(build_model(size, TOKENIZER.vocab_size))
-    return params * CHECKPOINT_BYTES_PER_PARAM * (keep_last + 1)
+    return param_count(MODEL_SIZES[size], TOKENIZER.vocab_size) * CHECKPOINT_BYTES_PER_PARAM * (keep_last + 1)
 
 
 def free_space_error(out: Path, needed: int) -> str | None:
