@@ -40,7 +40,9 @@ from training.telemetry.events import read_events
 
 #: NVRx's staging modes (``checkpoint.nvrx_staging``): a variant ``async:<staging>`` each.
 STAGINGS = get_args(CheckpointConfig.model_fields["nvrx_staging"].annotation)
-DEFAULT_VARIANTS = "none,sync,async,async:cuda-ipc,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached"
+DEFAULT_VARIANTS = (
+    "none,sync,async,async:cuda-copy,async:cuda-ipc,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached"
+)
 
 
 def _worker(args: argparse.Namespace) -> int:

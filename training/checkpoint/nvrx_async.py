@@ -21,6 +21,7 @@ from typing import Any, Literal
 import torch
 
 from training.checkpoint.errors import CheckpointError, CheckpointWriteError
+from training.checkpoint.save_copy import PreloadThenWrite, SaveCopy, kept_save_copy
 from training.checkpoint.snapshot import split
 
 #: Seconds between the polls of a blocking finalize (each poll costs one agreement collective).
@@ -301,15 +302,17 @@ def writer_done(caller: Any) -> bool:
 
 
 #: How NVRx's async path stages GPU tensors (``checkpoint.nvrx_staging``).
-NvrxStaging = Literal["cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"]
+NvrxStaging = Literal["cuda-copy", "cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"]
 
 
 class NvrxAsync:
     """The NVRx async DCP path (CUDA only), wrapping the API differences of NVRx 0.4.x-0.7.x.
 
-    ``staging``: ``cuda-ipc`` sends CUDA IPC handles and the worker copies to host (NVRx's default);
-    ``cpu-shm`` copies into shared host memory in the trainer, so the worker needs no CUDA; ``-cached``
-    reuses the handles (or shm buffers) across saves of the same layout. The non-default modes need NVRx 0.7.
+    ``staging``: ``cuda-ipc`` sends CUDA IPC handles and the worker copies to host (NVRx's default) while the
+    trainer waits; ``cuda-copy`` sends handles of a copy made on the GPU first (:mod:`.save_copy`), so the trainer
+    does not wait for the worker's copy (``cuda-ipc`` where the GPU has no room for it); ``cpu-shm`` copies into
+    shared host memory in the trainer, so the worker needs no CUDA; ``-cached`` reuses the handles (or shm buffers)
+    across saves of the same layout. ``cpu-shm`` and ``-cached`` need NVRx 0.7.
     ``write_threads``: NVRx's ``thread_count`` (``checkpoint.write_threads``).
     """
 
@@ -322,7 +325,9 @@ class NvrxAsync:
         #: NVRx writer kwargs: ``thread_count`` (forked writer processes, one file each) and the staging flags.
         self._writer_kwargs: dict[str, Any] = {"thread_count": write_threads}
         queue_kwargs: dict[str, bool] = {}
-        if staging != "cuda-ipc":
+        #: The GPU copy saves are handed from (``cuda-copy``), kept by the process across restarts.
+        self.save_copy: SaveCopy | None = kept_save_copy() if staging == "cuda-copy" else None
+        if staging not in ("cuda-ipc", "cuda-copy"):
             if "cpu_shm_mode" not in inspect.signature(core.AsyncCallsQueue.__init__).parameters:
                 raise CheckpointError(f"checkpoint.nvrx_staging={staging!r} needs NVRx >= 0.7; use 'cuda-ipc'")
             if staging.startswith("cpu-shm"):
@@ -364,14 +369,16 @@ class NvrxAsync:
 
     def warm_host_memory(self, state_dict: dict[str, Any]) -> bool:
         """Have the writer get ready for saves of ``state_dict``'s layout (see :func:`_warm_writer`). Collective in
-        order: every rank calls it at the same point, as for any request. Only for ``cuda-ipc`` staging (the writer
+        order: every rank calls it at the same point, as for any request. Only for ``cuda-`` staging (the writer
         copies device tensors); returns whether a request was sent."""
-        tensors = tuple(device_tensors(state_dict)) if self.staging.startswith("cuda-ipc") else ()
+        tensors = tuple(device_tensors(state_dict)) if self.staging.startswith("cuda-") else ()
         if not tensors:
             return False
+        sizes = tuple(t.numel() * t.element_size() for t in tensors)
+        if self.save_copy is not None:  # the saves hand over views of the copy, made later: its handle then
+            tensors = ()
         from nvidia_resiliency_ext.checkpointing.async_ckpt import filesystem_async
 
-        sizes = tuple(t.numel() * t.element_size() for t in tensors)
         # The queue each save's write results come back through: its manager process starts now, not in a save.
         results = getattr(filesystem_async, "get_write_results_queue", filesystem_async._get_write_results_queue)()
         warm_results_manager(results)
@@ -403,8 +410,10 @@ class NvrxAsync:
                 f"{STALE_WRITE_WAIT_S:g} s"
             )
         t_settled = time.perf_counter()
+        handed = self.save_copy.handed(state_dict) if self.save_copy is not None else None
+        t_copied = time.perf_counter()
         writer = FileSystemWriterAsync(path, **self._writer_kwargs)
-        writer, metadata, dist_wrapper = plan_save(state_dict, writer, self.plan_cache)
+        writer, metadata, dist_wrapper = plan_save(handed or state_dict, writer, self.plan_cache)
         parts = writer.get_save_function_and_args()
         # 0.4.x-0.7.x: (save_fn, preload_fn, args); older releases: (save_fn, args).
         save_fn, preload_fn, args = parts if len(parts) == 3 else (parts[0], None, parts[1])
@@ -418,13 +427,18 @@ class NvrxAsync:
         fields = self._core.AsyncRequest._fields
         kwargs: dict[str, Any] = {"async_fn": save_fn, "async_fn_args": args, "finalize_fns": [finalize_all]}
         if "preload_fn" in fields and preload_fn is not None:
-            kwargs["preload_fn"] = PreloadThenRelease(preload_fn)
+            if handed is not None and save_fn is not None:  # the writer copies to host after the hand-over
+                kwargs["async_fn"] = PreloadThenWrite(PreloadThenRelease(preload_fn), save_fn)
+            else:
+                kwargs["preload_fn"] = PreloadThenRelease(preload_fn)
         t_handoff = time.perf_counter()
         self._schedule(self._core.AsyncRequest(**kwargs))
         self.last_timings = {
-            "plan_s": round(t_handoff - t_settled, 6),
+            "plan_s": round(t_handoff - t_copied, 6),
             "handoff_s": round(time.perf_counter() - t_handoff, 6),
         }
+        if self.save_copy is not None:
+            self.last_timings["gpu_copy_s"] = round(t_copied - t_settled, 6)
         if t_settled - t_plan > 0.001:
             self.last_timings["stale_wait_s"] = round(t_settled - t_plan, 6)
 
