@@ -41,7 +41,7 @@ from training.telemetry.events import read_events
 #: NVRx's staging modes (``checkpoint.nvrx_staging``): a variant ``async:<staging>`` each.
 STAGINGS = get_args(CheckpointConfig.model_fields["nvrx_staging"].annotation)
 DEFAULT_VARIANTS = (
-    "none,sync,async,async:cuda-copy,async:cuda-ipc,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached"
+    "none,sync,async,async:cuda-ipc,async:cuda-copy,async:cuda-ipc-cached,async:cpu-shm,async:cpu-shm-cached"
 )
 
 

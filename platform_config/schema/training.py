@@ -62,12 +62,13 @@ class CheckpointConfig(_Strict):
     max_failed_saves: int = Field(default=3, ge=1)
     #: Root directory for checkpoints; None = ``<run_dir>/checkpoints`` locally, the FSx mount on Kubernetes.
     dir: str | None = None
-    #: How NVRx's async path (CUDA only) hands GPU tensors to its writer process: ``cuda-copy`` (a copy made on
-    #: the GPU first, whose CUDA IPC handles the worker copies to host while training goes on; ``cuda-ipc`` where
-    #: the GPU has no room for it, said once), ``cuda-ipc`` (NVRx's default: handles of the live tensors, the loop
-    #: waits for the worker's copy to host), ``cpu-shm`` (the trainer copies into shared host memory; no CUDA in the
-    #: worker); ``-cached`` reuses handles/buffers across saves. See docs/benchmarks.md for the stall of each.
-    nvrx_staging: Literal["cuda-copy", "cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"] = "cuda-copy"
+    #: How NVRx's async path (CUDA only) hands GPU tensors to its writer process: ``cuda-ipc`` (NVRx's default:
+    #: handles of the live tensors, the loop waits for the worker's copy to host), ``cuda-copy`` (a copy made on the
+    #: GPU first, whose handles the worker copies to host while training goes on; ``cuda-ipc`` where the GPU has no
+    #: room for it, said once; not yet measured on a GPU), ``cpu-shm`` (the trainer copies into shared host memory;
+    #: no CUDA in the worker); ``-cached`` reuses handles/buffers across saves. See docs/benchmarks.md for the stall
+    #: of each.
+    nvrx_staging: Literal["cuda-ipc", "cuda-copy", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"] = "cuda-ipc"
     #: Writer processes per rank in NVRx's async path (its ``thread_count``: one file and one forked writer each,
     #: so a rank's share is written in parallel); the commit hashes those files in as many threads. 4: a 1B
     #: checkpoint (11.7 GB) committed in 12.3-13.0 s on an H200 host, against 28.5-32.8 s with 1 (docs/benchmarks.md).

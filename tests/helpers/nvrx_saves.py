@@ -1,11 +1,13 @@
 """Test-only entry (one process): an async save through NVRx's path on CPU tensors, healthy, onto a full disk, or
 interrupted by an in-process restart.
 
-``python -m tests.helpers.nvrx_saves PORT RUN_DIR CKPT_ROOT {dev-full,as-is,threads,restart}``: ``dev-full`` points the
-shard's file at ``/dev/full`` (a real ENOSPC anywhere); ``as-is`` writes into CKPT_ROOT, e.g. on a full tmpfs. The
-training loop's per-step poll (``maybe_finalize``) runs until it raises; the script prints what it raised and the
-``ckpt_failed`` errors. ``threads`` is the healthy case with 3 NVRx writer processes (``checkpoint.write_threads``):
-it prints the committed files and whether a restore brings the saved state back. ``restart``: an in-process restart
+``python -m tests.helpers.nvrx_saves PORT RUN_DIR CKPT_ROOT {dev-full,as-is,threads,copy,restart}``: ``dev-full``
+points the shard's file at ``/dev/full`` (a real ENOSPC anywhere); ``as-is`` writes into CKPT_ROOT, e.g. on a full
+tmpfs. The training loop's per-step poll (``maybe_finalize``) runs until it raises; the script prints what it raised
+and the ``ckpt_failed`` errors. ``threads`` is the healthy case with 3 NVRx writer processes
+(``checkpoint.write_threads``): it prints the committed files and whether a restore brings the saved state back.
+``copy``: the same with one writer and ``cuda-copy`` staging, every tensor copied (on this CPU none is on a device),
+the live state trained a step further while the write is in flight. ``restart``: an in-process restart
 (``abandon_async_saves``) while a slow write is in flight, then the next iteration's restore and save of the same
 step on the writer it reuses; it prints the writer pids, the stale wait and the committed step's restore. :func:`run`
 starts it and returns its output.
@@ -47,16 +49,20 @@ def main() -> None:
         (tmp / "__0_0.distcp").symlink_to("/dev/full")  # NVRx's writer process hits a real ENOSPC on the shard
     events = EventLog(run_dir, 0)
     threads = 3 if how == "threads" else 1
-    nvrx = CpuNvrx(write_threads=threads)
-    delay = 0.5 if how == "restart" else None  # the write is still in flight at the restart (its writer starts)
+    nvrx = CpuNvrx("cuda-copy" if how == "copy" else "cuda-ipc", write_threads=threads)
+    if how == "copy":
+        from training.checkpoint.save_copy import SaveCopy
+
+        nvrx.save_copy = SaveCopy(room=lambda n: n, copied=lambda t: True)
+    delay = 0.5 if how in ("restart", "copy") else None  # the write is still in flight at the restart, or the step
     mgr = CheckpointManager(
         ckpt_root, "async", 2, events, 0, 1, collective_timeout_s=10, nvrx=nvrx, write_delay_s=delay
     )
     state = tiny_app_state(0)
     tiny_train_step(state)
     mgr.save(1, state)
-    if how == "threads":
-        _restore_after_commit(mgr, state, ckpt_root)
+    if how in ("threads", "copy"):
+        _restore_after_commit(mgr, state, ckpt_root, moved_on=how == "copy")
     elif how == "restart":
         mgr = _restart_during_the_write(mgr, state, ckpt_root, events, run_dir)
     else:
@@ -107,8 +113,9 @@ def _restart_during_the_write(mgr: Any, state: Any, ckpt_root: Path, events: Any
     return again
 
 
-def _restore_after_commit(mgr: Any, state: Any, ckpt_root: Path) -> None:
-    """Wait for the save's commit, print its files, and restore it into a state trained one step further."""
+def _restore_after_commit(mgr: Any, state: Any, ckpt_root: Path, *, moved_on: bool = False) -> None:
+    """Wait for the save's commit, print its files, and restore it into a state trained one step further
+    (``moved_on``: that step is trained at once, while the write is still in flight)."""
     import torch
 
     from tests.helpers.training_runs import tiny_train_step
@@ -117,6 +124,9 @@ def _restore_after_commit(mgr: Any, state: Any, ckpt_root: Path) -> None:
         return {k: v.to_local().clone() for k, v in state.model.state_dict().items()}
 
     saved = weights()
+    if moved_on:
+        tiny_train_step(state)
+        print("trained on during the write:", not (ckpt_root / "step_00000001").is_dir(), flush=True)
     for _ in range(300):
         mgr.maybe_finalize()
         if (ckpt_root / "step_00000001").is_dir():

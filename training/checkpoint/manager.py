@@ -53,7 +53,7 @@ class CheckpointManager:
         *,
         collective_timeout_s: float,
         write_delay_s: float | None = None,
-        nvrx_staging: NvrxStaging = "cuda-copy",
+        nvrx_staging: NvrxStaging = "cuda-ipc",
         write_threads: int = 1,
         nvrx: NvrxAsync | None = None,
         memory_interval_steps: int | str = 0,

@@ -302,7 +302,7 @@ def writer_done(caller: Any) -> bool:
 
 
 #: How NVRx's async path stages GPU tensors (``checkpoint.nvrx_staging``).
-NvrxStaging = Literal["cuda-copy", "cuda-ipc", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"]
+NvrxStaging = Literal["cuda-ipc", "cuda-copy", "cuda-ipc-cached", "cpu-shm", "cpu-shm-cached"]
 
 
 class NvrxAsync:

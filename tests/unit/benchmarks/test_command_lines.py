@@ -25,7 +25,7 @@ SIZES = "one of tiny, small, 1b, llama3-8b"
         ("checkpoint_staging", ["--variants", "none,async:fast,sync+mem", "--memory-interval", "0", "--size", "2b"], [
             '--size: one of tiny, small, 1b, llama3-8b (got "2b")',
             '--memory-interval: a whole number of steps >= 1, or auto (got 0)',
-            "--variants: none, sync, async or async:STAGING (STAGING one of cuda-copy, cuda-ipc, cuda-ipc-cached, "
+            "--variants: none, sync, async or async:STAGING (STAGING one of cuda-ipc, cuda-copy, cuda-ipc-cached, "
             'cpu-shm, cpu-shm-cached), each with an optional +mem (got "async:fast")']),
         ("checkpoint_staging", ["--steps", "5", "--warmup", "5", "--interval", "6", "--timeout", "-1"], [
             "--timeout: a number > 0 (got -1)", "--warmup: fewer steps than --steps 5 (got 5)",

@@ -300,6 +300,20 @@ def test_several_nvrx_writers_split_a_rank_into_files_that_commit_and_restore(tm
     assert "restored step 1 same weights True" in out
 
 
+def test_a_save_handed_over_from_its_copy_commits_what_the_state_was_at_the_save(tmp_path: Path) -> None:
+    """``cuda-copy`` staging: the writer gets the save copy and runs its preload inside its write (the request has
+    no preload of its own to wait for); training goes on during the 0.5 s write, and the restore brings back the
+    weights of the save's step."""
+    from training.telemetry.events import read_events
+
+    out = nvrx_saves.run(tmp_path, tmp_path / "ckpt", "copy").splitlines()
+    assert "trained on during the write: True" in out
+    assert "files: ['.metadata', 'COMMITTED', '__0_0.distcp']" in out
+    assert "restored step 1 same weights True" in out
+    (staged,) = [e for e in read_events(tmp_path) if e["event"] == "ckpt_staged"]
+    assert staged["gpu_copy_s"] >= 0 and staged["backend"] == "nvrx.FileSystemWriterAsync (cuda-copy)"
+
+
 def test_a_write_in_flight_at_an_in_process_restart_finishes_on_the_writer_the_next_iteration_reuses(
     tmp_path: Path,
 ) -> None:
