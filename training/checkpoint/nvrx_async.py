@@ -123,7 +123,7 @@ class PreloadThenRelease:
         finally:
             del preload
             reach_s, copy_s = t0 - self.made_at, time.time() - t0
-            if max(reach_s, copy_s) > self.SLOW_S:  # the trainer waits for both (its save's handoff_s)
+            if max(reach_s, copy_s) > self.SLOW_S:  # cuda-ipc: the trainer waits for both (its handoff_s)
                 print(f"[checkpoint] NVRx writer: the request reached the copy after {reach_s:.2f} s (CUDA IPC "
                       f"handles opened), the device-to-host copy took {copy_s:.2f} s", flush=True)  # fmt: skip
 
@@ -343,7 +343,8 @@ class NvrxAsync:
         #: True while a request is being handed to the worker (it may be busy though no call is queued yet).
         self._scheduling = False
         #: Where the last :meth:`schedule` spent the loop's time: ``plan_s`` (NVRx's save plan, a collective) and
-        #: ``handoff_s`` (queueing the request and waiting for the writer's device-to-host copy).
+        #: ``handoff_s`` (queueing the request and, unless the save was copied first, waiting for the writer's
+        #: device-to-host copy), and with ``cuda-copy`` ``gpu_copy_s`` (the copy on the GPU).
         self.last_timings: dict[str, float] = {}
         _LIVE_NVRX.add(self)
         #: The writer of an abandoned path (an in-process restart) that this one reuses, with what it still owes
