@@ -1,11 +1,11 @@
 """The GPU copy an NVRx save is handed from, so that the loop does not wait for the writer's device-to-host copy.
 
 NVRx's writer process copies a save's GPU tensors to host memory (its ``preload``) while the trainer waits for it
-(``preload_q.join()``: the live tensors change at the next optimizer step): 0.35 s for each save of the 1B model
-(11.7 GB) on an H100, nearly all of an async save's stall. Where the GPU has room, ``checkpoint.nvrx_staging:
-cuda-copy`` first copies the save's GPU tensors device-to-device into a buffer kept for the next saves
-(:class:`SaveCopy`; HBM copies 11.7 GB in milliseconds) and hands the writer views of it. The writer then runs its
-preload inside its write (:class:`PreloadThenWrite`), and the trainer waits only for its own copy.
+(``preload_q.join()``: the live tensors change at the next optimizer step): 0.31-0.33 s for each save of the 1B
+model (11.7 GB) on an H100, most of an async save's stall once its plan is cached. Where the GPU has room,
+``checkpoint.nvrx_staging: cuda-copy`` first copies the save's GPU tensors device-to-device into a buffer kept for
+the next saves (:class:`SaveCopy`; HBM copies 11.7 GB in milliseconds) and hands the writer views of it. The writer
+then runs its preload inside its write (:class:`PreloadThenWrite`), and the trainer waits only for its own copy.
 
 Nothing writes the buffer while a writer may still read it: a save starts once the previous one is finalized (at
 most one in flight), and a reused writer finishes the iteration before's requests before the next save is planned
