@@ -199,13 +199,16 @@ def _table(args: argparse.Namespace, device: str, nproc: int) -> int:
             continue
         ck = report(run_dir).get("checkpoint") or {}
         events = read_events(run_dir)
-        stalls = [e["stall_s"] for e in events if e["event"] == "ckpt_staged"]
+        staged = [e for e in events if e["event"] == "ckpt_staged"]
+        stalls = [e["stall_s"] for e in staged]
         mem = [e["stall_s"] for e in events if e["event"] == "mem_snapshot" and e["rank"] == 0 and "error" not in e]
         chosen = [e["interval"] for e in events if e["event"] == "mem_interval" and e["rank"] == 0]
         split = step_time_split(events, args.warmup)
         results[variant] = {
             "steps_per_s": step_throughput(run_dir, args.warmup),
             "stalls_s": stalls,
+            # where each save's stall went (NVRx: plan_s, handoff_s, and with cuda-copy gpu_copy_s)
+            "stall_parts_s": [{k: v for k, v in e.items() if k.endswith("_s") and k != "stall_s"} for e in staged],
             "mem_snapshots": len(mem),
             "mem_stall_s_p50": statistics.median(mem) if mem else None,
             "mem_interval": chosen[-1] if chosen else None,

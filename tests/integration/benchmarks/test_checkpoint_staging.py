@@ -38,6 +38,7 @@ def test_staging_benchmark_measures_each_variant_on_cpu(
     for name in ("sync", "async"):
         assert rows[name]["saves"] == 2  # steps 4 and 8
         assert len(rows[name]["stalls_s"]) == 2 and all(s >= 0 for s in rows[name]["stalls_s"])
+        assert [set(parts) for parts in rows[name]["stall_parts_s"]] == [{"state_dict_s"}] * 2  # CPU: no NVRx parts
         assert rows[name]["efficiency_vs_none"] > 0
     assert rows["async"]["mode"] == "async"
     assert f"| sync | {rows['sync']['steps_per_s']:.2f} |" in printed
