@@ -19,10 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from training.checkpoint.snapshot import Layout, Split, layout_of, rebuild, split, view_of
 from training.checkpoint.snapshot_copy import staging_room
+from training.checkpoint.storage import human_bytes
 
 
 def on_device(t: torch.Tensor) -> bool:
@@ -78,8 +80,8 @@ class SaveCopy:
         if staged is None and not self._refusal_said:
             self._refusal_said = True
             print(
-                f"[checkpoint] cuda-copy staging: {self.refused}; the loop waits for the writer's device-to-host "
-                "copy at each save (as with cuda-ipc)",
+                f"[checkpoint] rank {_rank()}: cuda-copy staging: {self.refused}; the loop waits for the writer's "
+                "device-to-host copy at each save (as with cuda-ipc)",
                 flush=True,
             )
         return staged
@@ -92,14 +94,26 @@ class SaveCopy:
         room = self.room(layout.nbytes)
         if room < layout.nbytes:
             self.refused = (
-                f"no room on the GPU for a copy of the save ({layout.nbytes / 2**30:.2f} GiB, room for "
-                f"{room / 2**30:.2f} GiB at the step's peak)"
+                f"no room on the GPU for a copy of the save ({human_bytes(layout.nbytes)}, room for "
+                f"{human_bytes(room)} at the step's peak)"
             )
             return False
         self.buffer = torch.empty(layout.nbytes, dtype=torch.uint8, device=device)
         self._views = [view_of(self.buffer, e) for e in layout.entries]
+        if _rank() == 0:
+            print(
+                f"[checkpoint] cuda-copy staging: each save is copied on the {device.type.upper()} first "
+                f"({human_bytes(layout.nbytes)}, kept for the next saves); the writer copies that to host after the "
+                "hand-over",
+                flush=True,
+            )
         self._layout, self.refused = layout, None
         return True
+
+
+def _rank() -> int:
+    """This process' rank in the default group (0 without one)."""
+    return dist.get_rank() if dist.is_initialized() else 0
 
 
 def _as_held(original: Any, view: torch.Tensor) -> Any:

@@ -13,6 +13,7 @@ from torch.distributed.tensor import DTensor
 from tests.helpers.training_runs import single_process_group, tiny_app_state, tiny_train_step
 from training.checkpoint.save_copy import PreloadThenWrite, SaveCopy, kept_save_copy
 from training.checkpoint.snapshot import split
+from training.checkpoint.storage import human_bytes
 
 
 def every_tensor(_: torch.Tensor) -> bool:
@@ -27,7 +28,9 @@ def state():
         yield s
 
 
-def test_a_save_is_handed_copies_that_keep_the_values_and_the_sharding_and_later_saves_reuse_the_buffer(state) -> None:
+def test_a_save_is_handed_copies_that_keep_the_values_and_the_sharding_and_later_saves_reuse_the_buffer(
+    state, capsys
+) -> None:
     copy = SaveCopy(room=lambda n: n, copied=every_tensor)
     live = split({"app": state.state_dict()})
     first = split(copy.stage({"app": state.state_dict()}))
@@ -48,6 +51,11 @@ def test_a_save_is_handed_copies_that_keep_the_values_and_the_sharding_and_later
     assert all(a is b for a, b in zip(second.objects, first.objects, strict=True))
     assert all(torch.equal(a, b) for a, b in zip(second.local, split({"app": state.state_dict()}).local, strict=True))
     assert not all(torch.equal(a, b) for a, b in zip(second.local, before, strict=True))
+    said = capsys.readouterr().out.splitlines()
+    assert said == [
+        f"[checkpoint] cuda-copy staging: each save is copied on the CPU first ({human_bytes(buffer.numel())}, kept "
+        "for the next saves); the writer copies that to host after the hand-over"
+    ]  # once: the second save reused the buffer
 
 
 def test_without_room_for_the_whole_copy_nothing_is_copied_and_that_is_said_once(state, capsys) -> None:
@@ -59,7 +67,7 @@ def test_without_room_for_the_whole_copy_nothing_is_copied_and_that_is_said_once
     expected = sum(-(-t.numel() * t.element_size() // 64) * 64 for t in split({"app": state.state_dict()}).local)
     assert nbytes == [expected, expected]
     said = capsys.readouterr().out
-    assert said.count("no room on the GPU for a copy of the save") == 1
+    assert said.count("rank 0: cuda-copy staging: no room on the GPU for a copy of the save") == 1
     assert "the loop waits for the writer's device-to-host copy at each save" in said
 
 
