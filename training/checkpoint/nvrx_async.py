@@ -414,7 +414,7 @@ class NvrxAsync:
         handed = self.save_copy.handed(state_dict) if self.save_copy is not None else None
         t_copied = time.perf_counter()
         writer = FileSystemWriterAsync(path, **self._writer_kwargs)
-        writer, metadata, dist_wrapper = plan_save(handed or state_dict, writer, self.plan_cache)
+        writer, metadata, dist_wrapper = plan_save(state_dict if handed is None else handed, writer, self.plan_cache)
         parts = writer.get_save_function_and_args()
         # 0.4.x-0.7.x: (save_fn, preload_fn, args); older releases: (save_fn, args).
         save_fn, preload_fn, args = parts if len(parts) == 3 else (parts[0], None, parts[1])
