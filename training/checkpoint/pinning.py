@@ -8,8 +8,9 @@ training thread's kernel launches wait for it meanwhile. Two things keep that wa
   every page in under the locks (5.2 s for 2 x 11 GiB on an H100 host, launches stalled up to 2.8 s at a time,
   ``python -m benchmarks.host_pinning``);
 - the mapping is then registered in pieces of :data:`PIN_PIECE` with :data:`PIN_GAP_S` between them, so each holds
-  the lock for milliseconds and the launches go in between: one register of a populated 11.7 GB slot held it for
-  0.56 s, and the 1B step it fell on took 0.77 s instead of 0.21 s.
+  the lock for milliseconds and the launches go in between. Measured with ``python -m benchmarks.host_pinning --gib
+  11 --slots 2`` on an H100 host (a main loop of 2.2 ms steps): one register per slot stalled a step for up to
+  1.02 s, pieces of 256 MiB 10 ms apart for at most 0.030 s (the loop lost about as much time in all either way).
 
 CUDA refuses a copy that spans two registrations (``cudaErrorInvalidValue``), so every copy to or from a slot goes
 through :func:`copy`, which cuts it at the pieces' borders (a few dozen copies for 11 GB, each at full speed).
